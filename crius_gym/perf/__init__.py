@@ -1,0 +1,1 @@
+"""Performance: Cells, the analytic estimator, calibration and the Cell tuner."""

@@ -1,0 +1,116 @@
+"""Training-framework profiles (how a framework executes a plan), from ``data/frameworks.yaml``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.perf.plan import Recompute
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    """Structural facts about one training framework.
+
+    Attributes:
+        name: ``alpa`` or ``megatron``.
+        microbatches: fixed microbatch count per iteration, or None to search microbatch sizes.
+        microbatch_sizes: per-replica microbatch sizes searched when ``microbatches`` is None.
+        recompute_options: activation recomputation modes the plan search tries.
+        interleave_options: interleaved-pipeline degrees the plan search tries.
+        shard_optimizer: optimizer states are split over data parallelism (ZeRO-1-like).
+        fp32_main_grads: gradients are accumulated in fp32 (4 bytes/param) for 16-bit models.
+        usable_memory_fraction: fraction of device memory a plan may use.
+        memory_overhead_gb: framework/context memory per GPU, GB.
+        partition: ``balanced`` (stages of equal FLOPs over layer clusters) or ``even_layers``
+            (the same number of layers per stage; embedding on the first, head on the last).
+        layer_clusters: clusters per model family (coarse pipeline and recomputation
+            granularity); families absent here are split per layer.
+        dp_overlap: fraction of the data-parallel gradient sync hidden behind compute.
+        efficiency_work: the work that sets compute efficiency: ``stage`` (per-GPU FLOPs of a
+            stage's microbatch; Alpa fuses whole clusters) or ``layer`` (the same divided by the
+            stage's layers: GEMM size, as in Megatron-LM's rising FLOP/s with h/t).
+    """
+
+    name: str
+    microbatches: int | None
+    microbatch_sizes: tuple[int, ...]
+    recompute_options: tuple[Recompute, ...]
+    interleave_options: tuple[int, ...]
+    shard_optimizer: bool
+    fp32_main_grads: bool
+    usable_memory_fraction: float
+    memory_overhead_gb: float
+    partition: Literal["balanced", "even_layers"]
+    layer_clusters: Mapping[str, int] = field(default_factory=dict)
+    dp_overlap: float = 0.0
+    efficiency_work: Literal["stage", "layer"] = "stage"
+
+    def __post_init__(self) -> None:
+        if self.microbatches is None and not self.microbatch_sizes:
+            raise ConfigError(f"framework {self.name}: give microbatches or microbatch_sizes")
+        if not 0 < self.usable_memory_fraction <= 1:
+            raise ConfigError(f"framework {self.name}: usable_memory_fraction must be in (0, 1]")
+        if not self.recompute_options or not self.interleave_options:
+            raise ConfigError(f"framework {self.name}: recompute and interleave options needed")
+        if self.partition not in ("balanced", "even_layers"):
+            raise ConfigError(f"framework {self.name}: partition must be balanced or even_layers")
+        if self.efficiency_work not in ("stage", "layer"):
+            raise ConfigError(f"framework {self.name}: efficiency_work must be stage or layer")
+        if not 0 <= self.dp_overlap <= 1:
+            raise ConfigError(f"framework {self.name}: dp_overlap must be in [0, 1]")
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
+    mb = entry.get("microbatches")
+    return FrameworkProfile(
+        name=name,
+        microbatches=None if mb is None else int(mb),
+        microbatch_sizes=tuple(int(x) for x in entry.get("microbatch_sizes") or ()),
+        recompute_options=tuple(entry["recompute_options"]),
+        interleave_options=tuple(int(x) for x in entry["interleave_options"]),
+        shard_optimizer=bool(entry["shard_optimizer"]),
+        fp32_main_grads=bool(entry["fp32_main_grads"]),
+        usable_memory_fraction=float(entry["usable_memory_fraction"]),
+        memory_overhead_gb=float(entry["memory_overhead_gb"]),
+        partition=entry["partition"],
+        layer_clusters={str(k): int(v) for k, v in (entry.get("layer_clusters") or {}).items()},
+        dp_overlap=float(entry.get("dp_overlap", 0.0)),
+        efficiency_work=entry.get("efficiency_work", "stage"),
+    )
+
+
+@functools.cache
+def load_frameworks() -> dict[str, FrameworkProfile]:
+    """Load the packaged framework profiles."""
+    where = "crius_gym/data/frameworks.yaml"
+    raw = yaml.safe_load((resources.files("crius_gym") / "data" / "frameworks.yaml").read_text())
+    out: dict[str, FrameworkProfile] = {}
+    for name, entry in raw["frameworks"].items():
+        try:
+            out[name] = _parse(name, entry)
+        except (KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise InputFileError(where, str(exc), field=f"frameworks.{name}") from exc
+    return out
+
+
+def get_framework(name: str) -> FrameworkProfile:
+    """Return the framework profile ``name``.
+
+    Raises:
+        UnknownNameError: listing the known frameworks.
+    """
+    profiles = load_frameworks()
+    try:
+        return profiles[name]
+    except KeyError:
+        raise UnknownNameError("framework", name, profiles) from None

@@ -1,0 +1,479 @@
+"""Measured iteration times in one CSV schema, with converters from the public sets.
+
+Schema (one row per measured configuration; ``docs/measurement_schema.md`` is the reference):
+
+========================  ======================================================================
+column                    meaning
+========================  ======================================================================
+model_family              ``bert``, ``gpt``, ``llama``, ``moe`` or ``wide_resnet`` (required)
+model_name                label, e.g. ``bert-1.3b`` (optional; used in reports)
+hidden_size … num_classes architecture columns of the family (blank where not applicable):
+                          ``hidden_size, num_layers, num_heads, seq_len, vocab_size,
+                          num_experts, expert_group_size, resnet_layers, width_factor,
+                          num_channels, image_size, num_classes``
+dtype                     ``fp16``, ``bf16`` or ``fp32`` (required)
+global_batch              samples per iteration (required)
+gpu_type                  GPU catalogue name or alias (required)
+num_nodes, gpus_per_node  layout (required)
+tensor_parallel,          plan columns; blank = searched by the estimator inside the Cell
+pipeline_parallel,
+microbatch_size,
+activation_recompute,
+interleave
+framework                 ``alpa`` or ``megatron`` (required)
+measured_iter_time_s      seconds; blank when status is ``oom`` or ``failed``
+status                    ``ok``, ``oom`` or ``failed`` (blank = ``ok``)
+split                     ``calibration`` or ``holdout`` (blank = ``holdout``)
+inter_link, nics_per_node optional network of the measured cluster (default ``ib-hdr``, 1)
+source                    where the row comes from (optional)
+========================  ======================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.hardware.cluster import NodeGroup
+from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
+from crius_gym.perf.plan import Layout, Recompute
+from crius_gym.workload.models import FAMILIES, ModelSpec, build_model
+
+ARCH_COLUMNS = (
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "seq_len",
+    "vocab_size",
+    "num_experts",
+    "expert_group_size",
+    "resnet_layers",
+    "width_factor",
+    "num_channels",
+    "image_size",
+    "num_classes",
+)
+PLAN_COLUMNS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "microbatch_size",
+    "activation_recompute",
+    "interleave",
+)
+COLUMNS = (
+    "model_family",
+    "model_name",
+    *ARCH_COLUMNS,
+    "dtype",
+    "global_batch",
+    "gpu_type",
+    "num_nodes",
+    "gpus_per_node",
+    *PLAN_COLUMNS,
+    "framework",
+    "measured_iter_time_s",
+    "status",
+    "split",
+    "inter_link",
+    "nics_per_node",
+    "source",
+)
+REQUIRED = (
+    "model_family",
+    "dtype",
+    "global_batch",
+    "gpu_type",
+    "num_nodes",
+    "gpus_per_node",
+    "framework",
+)
+Status = Literal["ok", "oom", "failed"]
+Split = Literal["calibration", "holdout"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured (or failed) configuration.
+
+    Attributes:
+        line: line number in its file (header = 1).
+        source_file: the CSV it came from.
+        model: architecture record built from the row.
+        model_name: label for reports.
+        global_batch: samples per iteration.
+        gpu_type: canonical GPU name.
+        layout: nodes × GPUs per node.
+        framework: ``alpa`` or ``megatron``.
+        tensor_parallel: fixed TP degree or None (searched).
+        pipeline_parallel: fixed stage count or None (searched).
+        microbatch_size: fixed per-replica microbatch size or None.
+        recompute: fixed recomputation mode or None.
+        interleave: fixed interleaving degree or None.
+        measured_s: measured iteration time, seconds (None when not ``ok``).
+        status: ``ok``, ``oom`` or ``failed``.
+        split: ``calibration`` or ``holdout``.
+        inter_link: network of the measured cluster.
+        nics_per_node: NICs per node.
+        source: provenance label.
+        raw: the row as read (schema columns → text), for reports that keep input rows.
+    """
+
+    line: int
+    source_file: str
+    model: ModelSpec
+    model_name: str
+    global_batch: int
+    gpu_type: str
+    layout: Layout
+    framework: str
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    microbatch_size: int | None
+    recompute: Recompute | None
+    interleave: int | None
+    measured_s: float | None
+    status: Status
+    split: Split
+    inter_link: str
+    nics_per_node: int
+    source: str
+    raw: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the measured layout."""
+        return self.layout.num_gpus
+
+    @property
+    def multi_node(self) -> bool:
+        """The layout spans more than one node."""
+        return self.layout.num_nodes > 1
+
+    def node_group(self, catalog: GPUCatalog | None = None) -> NodeGroup:
+        """The measured cluster as a node group (default intra-node link of the GPU type)."""
+        cat = catalog or load_gpu_catalog()
+        gpu = cat.gpu(self.gpu_type)
+        return NodeGroup(
+            gpu=gpu,
+            num_nodes=self.layout.num_nodes,
+            gpus_per_node=self.layout.gpus_per_node,
+            intra_link=gpu.intra_link,
+            inter_link=cat.link(self.inter_link),
+            nics_per_node=self.nics_per_node,
+        )
+
+
+def _int(value: str, path: str, line: int, field: str, *, positive: bool = True) -> int:
+    try:
+        f = float(value)
+    except ValueError:
+        raise InputFileError(path, f"{value!r} is not a number", row=line, field=field) from None
+    if not f.is_integer() or (positive and f < 1):
+        raise InputFileError(path, f"{value!r} must be a positive integer", row=line, field=field)
+    return int(f)
+
+
+def _opt_int(row: dict[str, str], key: str, path: str, line: int) -> int | None:
+    raw = (row.get(key) or "").strip()
+    return None if raw == "" else _int(raw, path, line, key)
+
+
+def parse_measurement_row(
+    row: dict[str, str], path: str, line: int, catalog: GPUCatalog | None = None
+) -> Measurement:
+    """Validate one CSV row of the measurement schema.
+
+    Raises:
+        InputFileError: naming the file, line and field at fault.
+    """
+    cat = catalog or load_gpu_catalog()
+    for key in REQUIRED:
+        if not (row.get(key) or "").strip():
+            raise InputFileError(path, "required value is blank", row=line, field=key)
+    family = row["model_family"].strip()
+    if family not in FAMILIES:
+        raise InputFileError(
+            path,
+            f"unknown model family {family!r}; known: {', '.join(FAMILIES)}",
+            row=line,
+            field="model_family",
+        )
+    values: dict[str, str] = {k: row.get(k, "") or "" for k in (*ARCH_COLUMNS, "dtype")}
+    values["num_filters"] = values.pop("num_channels")
+    name = (row.get("model_name") or "").strip() or f"{family}-row{line}"
+    try:
+        model = build_model(name, family, values)
+    except (ConfigError, UnknownNameError) as exc:
+        field = next((c for c in ARCH_COLUMNS if c in str(exc)), "model_family")
+        raise InputFileError(path, str(exc), row=line, field=field) from exc
+    try:
+        gpu_type = cat.canonical(row["gpu_type"])
+    except UnknownNameError as exc:
+        raise InputFileError(path, str(exc), row=line, field="gpu_type") from exc
+    layout = Layout(
+        _int(row["num_nodes"], path, line, "num_nodes"),
+        _int(row["gpus_per_node"], path, line, "gpus_per_node"),
+    )
+    status_raw = (row.get("status") or "ok").strip().lower()
+    if status_raw not in ("ok", "oom", "failed"):
+        raise InputFileError(
+            path, f"status {status_raw!r} not in ok/oom/failed", row=line, field="status"
+        )
+    status: Status = status_raw  # type: ignore[assignment]
+    measured_raw = (row.get("measured_iter_time_s") or "").strip()
+    measured: float | None = None
+    if status == "ok":
+        try:
+            measured = float(measured_raw)
+        except ValueError:
+            raise InputFileError(
+                path,
+                f"{measured_raw!r} is not a time in seconds",
+                row=line,
+                field="measured_iter_time_s",
+            ) from None
+        if not math.isfinite(measured) or measured <= 0:
+            raise InputFileError(
+                path, "must be a positive number of seconds", row=line, field="measured_iter_time_s"
+            )
+    elif measured_raw:
+        raise InputFileError(
+            path, f"must be blank when status is {status}", row=line, field="measured_iter_time_s"
+        )
+    rc_raw = (row.get("activation_recompute") or "").strip().lower()
+    recompute: Recompute | None
+    if rc_raw == "":
+        recompute = None
+    elif rc_raw in ("1", "true", "full", "yes"):
+        recompute = "full"
+    elif rc_raw in ("0", "false", "none", "no"):
+        recompute = "none"
+    else:
+        raise InputFileError(
+            path, f"{rc_raw!r} is not true/false", row=line, field="activation_recompute"
+        )
+    split_raw = (row.get("split") or "holdout").strip().lower()
+    if split_raw not in ("calibration", "holdout"):
+        raise InputFileError(
+            path, f"split {split_raw!r} not in calibration/holdout", row=line, field="split"
+        )
+    inter = (row.get("inter_link") or "ib-hdr").strip()
+    try:
+        cat.link(inter)
+    except UnknownNameError as exc:
+        raise InputFileError(path, str(exc), row=line, field="inter_link") from exc
+    framework = row["framework"].strip()
+    if framework not in ("alpa", "megatron"):
+        raise InputFileError(
+            path, f"framework {framework!r} not in alpa/megatron", row=line, field="framework"
+        )
+    return Measurement(
+        line=line,
+        source_file=path,
+        model=model,
+        model_name=name,
+        global_batch=_int(row["global_batch"], path, line, "global_batch"),
+        gpu_type=gpu_type,
+        layout=layout,
+        framework=framework,
+        tensor_parallel=_opt_int(row, "tensor_parallel", path, line),
+        pipeline_parallel=_opt_int(row, "pipeline_parallel", path, line),
+        microbatch_size=_opt_int(row, "microbatch_size", path, line),
+        recompute=recompute,
+        interleave=_opt_int(row, "interleave", path, line),
+        measured_s=measured,
+        status=status,
+        split=split_raw,  # type: ignore[arg-type]
+        inter_link=inter,
+        nics_per_node=_opt_int(row, "nics_per_node", path, line) or 1,
+        source=(row.get("source") or "").strip(),
+        raw={c: (row.get(c) or "") for c in COLUMNS},
+    )
+
+
+def read_measurements(path: str | Path, catalog: GPUCatalog | None = None) -> list[Measurement]:
+    """Read a CSV in the measurement schema, keeping file order.
+
+    Raises:
+        InputFileError: the file is empty, lacks required columns, or a row is malformed (the
+            error names the line and field).
+    """
+    p = str(path)
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(line for line in fh if not line.startswith("#"))
+        if reader.fieldnames is None:
+            raise InputFileError(p, "file is empty")
+        missing = [c for c in (*REQUIRED, "measured_iter_time_s") if c not in reader.fieldnames]
+        if missing:
+            raise InputFileError(p, f"missing column(s): {', '.join(missing)}")
+        start = first_data_line(path)
+        return [
+            parse_measurement_row(row, p, i, catalog) for i, row in enumerate(reader, start=start)
+        ]
+
+
+def write_measurements_csv(rows: Iterable[dict[str, str]], path: str | Path) -> None:
+    """Write rows (mappings over :data:`COLUMNS`) as a schema CSV."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="raise")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row.get(c, "") for c in COLUMNS})
+
+
+# ---------------------------------------------------------------------------- converters
+def _read_csv(path: str | Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def first_data_line(path: str | Path) -> int:
+    """1-based line of the first data row (after leading ``#`` comments and the header)."""
+    with open(path, encoding="utf-8") as fh:
+        comments = 0
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            comments += 1
+    return comments + 2
+
+
+def _stratified_split(keys: Sequence[tuple[str, ...]]) -> list[Split]:
+    """Alternate calibration/holdout within each stratum, in file order (deterministic)."""
+    seen: dict[tuple[str, ...], int] = defaultdict(int)
+    out: list[Split] = []
+    for k in keys:
+        out.append("calibration" if seen[k] % 2 == 0 else "holdout")
+        seen[k] += 1
+    return out
+
+
+def convert_arena(measured_csv: str | Path, model_configs_csv: str | Path) -> list[dict[str, str]]:
+    """Rows of the Arena measured table (``arena/measured_iteration_times.csv``) in the schema.
+
+    Split: within each (GPU type, model family) stratum, in file order, rows alternate between
+    calibration and holdout, starting with calibration (about 50/50, deterministic).
+    """
+    configs = {(r["model_family"], r["model_size"]): r for r in _read_csv(model_configs_csv)}
+    rows = _read_csv(measured_csv)
+    out: list[dict[str, str]] = []
+    strata = []
+    for i, r in enumerate(rows, start=2):
+        key = (r["model_family"], r["model_size"])
+        if key not in configs:
+            raise InputFileError(
+                str(measured_csv),
+                f"model {key[0]} {key[1]} absent from {model_configs_csv}",
+                row=i,
+                field="model_size",
+            )
+        cfg = configs[key]
+        ok = r["status"].strip() == "ok"
+        out.append(
+            {
+                "model_family": r["model_family"],
+                "model_name": f"{r['model_family']}-{r['model_size'].lower()}",
+                **{c: cfg.get(c, "") for c in ARCH_COLUMNS},
+                "dtype": cfg["dtype"],
+                "global_batch": r["global_batch"],
+                "gpu_type": r["gpu_type"],
+                "num_nodes": r["num_nodes"],
+                "gpus_per_node": r["gpus_per_node"],
+                "framework": "alpa",
+                "measured_iter_time_s": r["iter_time_s"] if ok else "",
+                "status": "ok" if ok else "oom",
+                "source": "arena:measured_iteration_times.csv",
+            }
+        )
+        strata.append((r["gpu_type"], r["model_family"]))
+    for row, split in zip(out, _stratified_split(strata), strict=True):
+        row["split"] = split
+    return out
+
+
+def convert_megatron_table1(
+    table_csv: str | Path, calibration_rows: int = 5
+) -> list[dict[str, str]]:
+    """Rows of Megatron-LM Table 1 (``megatron_table1.csv``) in the schema.
+
+    The iteration time is the file's ``iter_time_s_derived`` (Eq. 3 FLOPs / achieved FLOP/s).
+    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation; the
+    microbatch size and interleaving are not published and are searched.  Split: the first
+    ``calibration_rows`` rows (1.7B–39.1B) calibrate, the rest are held out.
+    """
+    out = []
+    for i, r in enumerate(_read_csv(table_csv)):
+        n = int(r["num_gpus"])
+        out.append(
+            {
+                "model_family": "gpt",
+                "model_name": f"gpt-{r['params_billion']}b",
+                "hidden_size": r["hidden_size"],
+                "num_layers": r["num_layers"],
+                "num_heads": r["attention_heads"],
+                "seq_len": r["seq_len"],
+                "vocab_size": r["vocab"],
+                "dtype": "fp16",
+                "global_batch": r["global_batch"],
+                "gpu_type": "a100-80gb",
+                "num_nodes": str(n // 8),
+                "gpus_per_node": "8",
+                "tensor_parallel": r["tensor_parallel"],
+                "pipeline_parallel": r["pipeline_parallel"],
+                "activation_recompute": "true",
+                "framework": "megatron",
+                "measured_iter_time_s": r["iter_time_s_derived"],
+                "status": "ok",
+                "split": "calibration" if i < calibration_rows else "holdout",
+                "inter_link": "ib-hdr",
+                "nics_per_node": "8",
+                "source": "megatron_table1.csv",
+            }
+        )
+    return out
+
+
+def rows_to_measurements(
+    rows: Sequence[dict[str, str]], source_file: str | Path, catalog: GPUCatalog | None = None
+) -> list[Measurement]:
+    """Validate converted rows; errors name ``source_file`` and the row's line in it."""
+    start = first_data_line(source_file)
+    return [
+        parse_measurement_row(r, str(source_file), i, catalog)
+        for i, r in enumerate(rows, start=start)
+    ]
+
+
+def load_public_measurements(data_dir: str | Path | None = None) -> list[Measurement]:
+    """The Arena measured table and Megatron-LM Table 1, converted to the schema.
+
+    Raises:
+        FileNotFoundError: a public file is absent (naming it and ``CRIUS_GYM_DATA``).
+    """
+    from crius_gym import datasets
+
+    arena = datasets.data_file(datasets.ARENA_MEASUREMENTS, data_dir)
+    configs = datasets.data_file(datasets.ARENA_MODEL_CONFIGS, data_dir)
+    megatron = datasets.data_file(datasets.MEGATRON_TABLE1, data_dir)
+    return [
+        *rows_to_measurements(convert_arena(arena, configs), arena),
+        *rows_to_measurements(convert_megatron_table1(megatron), megatron),
+    ]
+
+
+def load_measurements(
+    paths: Sequence[str | Path] | None = None, data_dir: str | Path | None = None
+) -> list[Measurement]:
+    """Measurements from schema CSVs, or the public sets when ``paths`` is empty or None."""
+    if not paths:
+        return load_public_measurements(data_dir)
+    out: list[Measurement] = []
+    for p in paths:
+        out.extend(read_measurements(p))
+    return out

@@ -1,0 +1,160 @@
+"""Layouts, parallel plans and their priced estimates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from crius_gym.errors import ConfigError
+
+Recompute = Literal["none", "full"]
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """Whole GPUs on ``num_nodes`` nodes, ``gpus_per_node`` on each (uniform, as in Crius)."""
+
+    num_nodes: int
+    gpus_per_node: int
+
+    def __post_init__(self) -> None:
+        if self.num_nodes < 1 or self.gpus_per_node < 1:
+            raise ConfigError(f"layout {self}: nodes and GPUs per node must be >= 1")
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs in the layout."""
+        return self.num_nodes * self.gpus_per_node
+
+    def __str__(self) -> str:
+        return f"{self.num_nodes}x{self.gpus_per_node}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a job runs on its GPUs.
+
+    Attributes:
+        pipeline: pipeline stages p.
+        data: data-parallel degree d per stage.
+        tensor: tensor-parallel degree t per stage (inside a node).
+        microbatches: microbatches per iteration m (each of ``global_batch / (m·d)`` samples per
+            data-parallel replica).
+        recompute: ``full`` activation recomputation or ``none``.
+        interleave: virtual stages per GPU (interleaved 1F1B); 1 = plain 1F1B.
+    """
+
+    pipeline: int
+    data: int
+    tensor: int
+    microbatches: int
+    recompute: Recompute = "full"
+    interleave: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("pipeline", "data", "tensor", "microbatches", "interleave"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"plan {self}: {name} must be >= 1")
+        if self.recompute not in ("none", "full"):
+            raise ConfigError(f"plan {self}: recompute must be 'none' or 'full'")
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs the plan uses (p·d·t)."""
+        return self.pipeline * self.data * self.tensor
+
+    def __str__(self) -> str:
+        rc = "rc" if self.recompute == "full" else "norc"
+        v = f"v{self.interleave}" if self.interleave > 1 else ""
+        return f"p{self.pipeline}d{self.data}t{self.tensor}m{self.microbatches}{rc}{v}"
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where an iteration's time goes, seconds; the fields sum to the iteration time.
+
+    The bottleneck stage's per-microbatch time is split into compute, intra-stage communication
+    (tensor-parallel all-reduce, MoE all-to-all) and cross-stage communication and multiplied by
+    the microbatch count; ``bubble_s`` is the pipeline fill and drain.
+    """
+
+    compute_s: float
+    intra_stage_comm_s: float
+    cross_stage_comm_s: float
+    bubble_s: float
+    grad_sync_s: float
+    optimizer_s: float
+    overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        """Sum of the parts."""
+        return (
+            self.compute_s
+            + self.intra_stage_comm_s
+            + self.cross_stage_comm_s
+            + self.bubble_s
+            + self.grad_sync_s
+            + self.optimizer_s
+            + self.overhead_s
+        )
+
+    @property
+    def communication_s(self) -> float:
+        """All communication: intra-stage, cross-stage and gradient synchronisation."""
+        return self.intra_stage_comm_s + self.cross_stage_comm_s + self.grad_sync_s
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """A priced plan.
+
+    Attributes:
+        plan: the plan.
+        iter_time_s: estimated iteration time, seconds.
+        memory_gb: peak memory of the fullest GPU, GB.
+        memory_limit_gb: usable memory per GPU under the framework, GB.
+        breakdown: the iteration time by part.
+    """
+
+    plan: Plan
+    iter_time_s: float
+    memory_gb: float
+    memory_limit_gb: float
+    breakdown: Breakdown
+
+    @property
+    def feasible(self) -> bool:
+        """The plan fits in usable memory."""
+        return self.memory_gb <= self.memory_limit_gb
+
+
+@dataclass(frozen=True)
+class PlanConstraints:
+    """Restrictions on the plan search; None leaves a dimension free.
+
+    ``PlanConstraints(pipeline=1, tensor=1)`` is data parallelism only (the FCFS baseline);
+    a measurement row with plan columns becomes the constraints of its own search.
+    """
+
+    pipeline: int | None = None
+    tensor: int | None = None
+    microbatch_size: int | None = None
+    recompute: Recompute | None = None
+    interleave: int | None = None
+
+    def admits(self, plan: Plan, global_batch: int) -> bool:
+        """Whether ``plan`` satisfies every given restriction."""
+        if self.pipeline is not None and plan.pipeline != self.pipeline:
+            return False
+        if self.tensor is not None and plan.tensor != self.tensor:
+            return False
+        if self.recompute is not None and plan.recompute != self.recompute:
+            return False
+        if self.interleave is not None and plan.interleave != self.interleave:
+            return False
+        if self.microbatch_size is not None:
+            per_replica = global_batch / (plan.microbatches * plan.data)
+            if abs(per_replica - self.microbatch_size) > 1e-9:
+                return False
+        return True

@@ -1,0 +1,93 @@
+"""Provenance of results: the command, date, package version and git revision.
+
+Every file under ``results/`` and every saved policy records these, so that a number can be
+traced back to the command that produced it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from crius_gym import __version__
+
+
+def git_revision(cwd: str | Path | None = None) -> str:
+    """Current git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    where = Path(cwd) if cwd else Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return rev + ("-dirty" if dirty else "")
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed: ``python <script> <args>`` with shell quoting."""
+    args = list(sys.argv if argv is None else argv)
+    if args and args[0].endswith(".py"):
+        with contextlib.suppress(ValueError):
+            args[0] = str(Path(args[0]).resolve().relative_to(Path.cwd()))
+        return "python " + shlex.join(args)
+    return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who produced a result, and how.
+
+    Attributes:
+        command: the command line.
+        date: UTC timestamp, ISO 8601.
+        version: crius_gym version.
+        git_revision: git commit of the code.
+    """
+
+    command: str
+    date: str
+    version: str
+    git_revision: str
+
+    @classmethod
+    def capture(cls, argv: list[str] | None = None) -> Provenance:
+        """Provenance of the running process."""
+        now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        return cls(
+            command=command_line(argv), date=now, version=__version__, git_revision=git_revision()
+        )
+
+    def markdown(self) -> str:
+        """A short Markdown paragraph for reports."""
+        return (
+            f"Produced by `{self.command}` on {self.date} "
+            f"(crius_gym {self.version}, git {self.git_revision})."
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        """Plain mapping for YAML/JSON."""
+        return {
+            "command": self.command,
+            "date": self.date,
+            "version": self.version,
+            "git_revision": self.git_revision,
+        }

@@ -1,0 +1,104 @@
+"""Fit the estimator's calibration constants on the calibration split of the measurements.
+
+Reads measurements in the schema (docs/measurement_schema.md) — by default the public Arena
+measured table and Megatron-LM Table 1 — fits, per framework, the constants of
+crius_gym/perf/calibration.py on the rows whose ``split`` is ``calibration``, and writes them
+(atomically) with the command that produced them.  Held-out rows are never seen here; see
+experiments/validate_estimator.py for the held-out error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import yaml
+
+from crius_gym.atomic import atomic_write_text
+from crius_gym.cli import run_main
+from crius_gym.perf.calibration import Calibration, GPUCalibration
+from crius_gym.perf.fit import fit_calibration, prior_calibration
+from crius_gym.perf.framework import get_framework
+from crius_gym.perf.measurements import load_measurements
+from crius_gym.provenance import Provenance
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "crius_gym" / "data" / "calibration.yaml"
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--measurements",
+        action="append",
+        metavar="PATH",
+        help="measurement CSV in the schema (repeatable); default: the public Arena "
+        "and Megatron-LM sets from the data directory",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
+    )
+    p.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        metavar="PATH",
+        help="calibration YAML to write (default: the packaged crius_gym/data/calibration.yaml)",
+    )
+    return p.parse_args()
+
+
+def _default_gpu(cal: Calibration) -> GPUCalibration:
+    """Median of the fitted GPU types: the constants of GPU types without measurements."""
+    fitted = list(cal.gpus.values())
+    return GPUCalibration(
+        eta_max=statistics.median(g.eta_max for g in fitted),
+        work_half_gflop=statistics.median(g.work_half_gflop for g in fitted),
+        inter_node_efficiency=statistics.median(g.inter_node_efficiency for g in fitted),
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    prov = Provenance.capture()
+    rows = load_measurements(args.measurements, args.data_dir)
+    out: dict[str, object] = {}
+    lines = []
+    for fw_name in sorted({m.framework for m in rows}):
+        cal_rows = [m for m in rows if m.framework == fw_name and m.split == "calibration"]
+        if not cal_rows:
+            print(f"{fw_name}: no calibration rows, skipped")
+            continue
+        print(f"{fw_name}: fitting on {len(cal_rows)} calibration rows ...", flush=True)
+        result = fit_calibration(get_framework(fw_name), prior_calibration(fw_name), cal_rows)
+        cal = result.calibration
+        cal = Calibration(**{**cal.__dict__, "default_gpu": _default_gpu(cal)})
+        out[fw_name] = cal.to_dict()
+        line = (
+            f"{fw_name}: {result.rows_used} rows fitted ({result.rows_infeasible} measured-ok "
+            f"rows with no feasible plan excluded), {len(result.parameters)} constants, "
+            f"training MAPE {100 * result.train_mape:.1f}%, median "
+            f"{100 * result.train_median:.1f}%, {result.evaluations} evaluations"
+        )
+        print(line)
+        lines.append(line)
+    header = "\n".join(
+        [
+            "# Estimator calibration constants (see crius_gym/perf/calibration.py).",
+            f"# {prov.markdown()}",
+            "# Fitted on the rows whose split is 'calibration' (Arena: alternate rows within each",
+            "# (GPU type, model family) stratum in file order; Megatron-LM: Table 1 rows 1-5).",
+            "# default_gpu: median of the fitted GPU types, for GPU types without measurements.",
+            *[f"# {x}" for x in lines],
+            "",
+        ]
+    )
+    atomic_write_text(args.out, header + yaml.safe_dump({"frameworks": out}, sort_keys=False))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    run_main(main)
