@@ -1,0 +1,1 @@
+"""The event-driven simulator: events, allocation, ground truth, snapshot, metrics."""

@@ -1,0 +1,129 @@
+"""Node-aware GPU allocation with real fragmentation.
+
+A Cell needs ``num_nodes`` nodes of its GPU type with ``gpus_per_node`` free GPUs each.  The
+allocator picks nodes best-fit: the nodes with the fewest free GPUs that still fit, then the
+lowest index — consolidating jobs and keeping whole nodes free for multi-node Cells, like the
+"fill whole nodes" preference of the Crius placement.  State is one integer array of free GPUs
+per node and type, so a policy can copy it cheaply to plan several actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from crius_gym.hardware.cluster import ClusterSpec
+from crius_gym.perf.cell import Cell
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs.
+
+    Attributes:
+        gpu_type: the node group's GPU type.
+        nodes: node indices inside the group.
+        gpus_per_node: GPUs taken on each of them.
+    """
+
+    gpu_type: str
+    nodes: tuple[int, ...]
+    gpus_per_node: int
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs held."""
+        return len(self.nodes) * self.gpus_per_node
+
+
+class Allocator:
+    """Free GPUs per node of every node group.
+
+    Args:
+        cluster: the cluster.
+    """
+
+    def __init__(self, cluster: ClusterSpec) -> None:
+        self.cluster = cluster
+        self._capacity = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
+        self._free = {g.gpu_type: np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64)
+                      for g in cluster.groups}
+        self._total = {g.gpu_type: g.num_gpus for g in cluster.groups}
+        self._free_total = dict(self._total)
+
+    def copy(self) -> Allocator:
+        """An independent copy (for planning several actions)."""
+        other = Allocator.__new__(Allocator)
+        other.cluster = self.cluster
+        other._capacity = self._capacity
+        other._total = self._total
+        other._free = {k: v.copy() for k, v in self._free.items()}
+        other._free_total = dict(self._free_total)
+        return other
+
+    def free_gpus(self, gpu_type: str) -> int:
+        """Free GPUs of a type."""
+        return self._free_total[gpu_type]
+
+    def total_gpus(self, gpu_type: str) -> int:
+        """GPUs of a type."""
+        return self._total[gpu_type]
+
+    def free_per_node(self, gpu_type: str) -> np.ndarray:
+        """Read-only view of free GPUs per node of a type."""
+        view = self._free[gpu_type].view()
+        view.flags.writeable = False
+        return view
+
+    def _choose(self, cell: Cell) -> np.ndarray | None:
+        free = self._free.get(cell.gpu_type)
+        if free is None:
+            return None
+        lay = cell.layout
+        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
+            return None
+        if self._free_total[cell.gpu_type] < lay.num_gpus:
+            return None
+        fits = np.flatnonzero(free >= lay.gpus_per_node)
+        if len(fits) < lay.num_nodes:
+            return None
+        # Best fit: fewest free GPUs first, then lowest index (stable sort keeps index order).
+        order = np.argsort(free[fits], kind="stable")
+        return fits[order[: lay.num_nodes]]
+
+    def can_place(self, cell: Cell) -> bool:
+        """Whether the Cell fits in the free GPUs now."""
+        return self._choose(cell) is not None
+
+    def place(self, cell: Cell) -> Placement | None:
+        """Take GPUs for a Cell (best fit); None when it does not fit."""
+        nodes = self._choose(cell)
+        if nodes is None:
+            return None
+        g = cell.layout.gpus_per_node
+        self._free[cell.gpu_type][nodes] -= g
+        self._free_total[cell.gpu_type] -= len(nodes) * g
+        return Placement(cell.gpu_type, tuple(int(n) for n in sorted(nodes)), g)
+
+    def take(self, placement: Placement) -> None:
+        """Take exactly the GPUs of ``placement`` (they must be free)."""
+        free = self._free[placement.gpu_type]
+        idx = np.asarray(placement.nodes, dtype=np.int64)
+        if (free[idx] < placement.gpus_per_node).any():
+            raise RuntimeError(f"GPUs of {placement} are not free")
+        free[idx] -= placement.gpus_per_node
+        self._free_total[placement.gpu_type] -= placement.num_gpus
+
+    def release(self, placement: Placement) -> None:
+        """Return a placement's GPUs."""
+        free = self._free[placement.gpu_type]
+        idx = np.asarray(placement.nodes, dtype=np.int64)
+        free[idx] += placement.gpus_per_node
+        if (free[idx] > self._capacity[placement.gpu_type]).any():
+            raise RuntimeError(f"released more GPUs than node capacity: {placement}")
+        self._free_total[placement.gpu_type] += placement.num_gpus
+
+    def busy_gpus(self) -> int:
+        """GPUs allocated, all types."""
+        return sum(self._total[t] - self._free_total[t] for t in self._total)

@@ -1,0 +1,64 @@
+"""The event queue: a heap ordered by (time, priority, sequence number).
+
+Ties in time resolve by priority (completions before arrivals, so freed GPUs are visible to the
+decision that follows) and then by insertion order, so every run orders events the same way.
+Cancelled events are skipped lazily: each carries the version of its job at scheduling time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class EventKind(IntEnum):
+    """Event types; the value is the tie-break priority (lower first)."""
+
+    COMPLETION = 0
+    RESUME = 1  # a paused (tuning / restoring) job starts iterating
+    ARRIVAL = 2
+    TICK = 3
+
+
+@dataclass(order=True, frozen=True)
+class Event:
+    """A scheduled event.
+
+    Attributes:
+        time_s: when it happens.
+        kind: what happens (also the tie-break priority).
+        seq: insertion counter (final tie-break).
+        job_index: index of the job in the trace (-1 for ticks).
+        version: the job's version when scheduled; stale events are ignored.
+    """
+
+    time_s: float
+    kind: EventKind
+    seq: int
+    job_index: int = field(compare=False, default=-1)
+    version: int = field(compare=False, default=0)
+
+
+class EventQueue:
+    """A min-heap of events with a deterministic tie-break."""
+
+    def __init__(self) -> None:
+        self._heap: list[Event] = []
+        self._counter = itertools.count()
+
+    def push(self, time_s: float, kind: EventKind, job_index: int = -1, version: int = 0) -> None:
+        """Schedule an event."""
+        heapq.heappush(self._heap, Event(time_s, kind, next(self._counter), job_index, version))
+
+    def peek_time(self) -> float | None:
+        """Time of the next event, or None when empty."""
+        return self._heap[0].time_s if self._heap else None
+
+    def pop(self) -> Event:
+        """Remove and return the next event."""
+        return heapq.heappop(self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)

@@ -1,0 +1,120 @@
+"""Per-job runtime state kept by the simulator, and the read-only view policies get."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from crius_gym.perf.cell import Cell
+from crius_gym.perf.plan import PlanConstraints
+from crius_gym.sim.allocator import Placement
+from crius_gym.workload.job import Job
+
+
+class JobStatus(str, Enum):
+    """Life cycle of a job in the simulator."""
+
+    FUTURE = "future"  # not yet arrived
+    WAITING = "waiting"  # queued for GPUs (new, or preempted)
+    PAUSED = "paused"  # holds GPUs, tuning / restoring before it iterates
+    RUNNING = "running"  # iterating
+    FINISHED = "finished"
+    REJECTED = "rejected"
+
+
+class JobView(Protocol):
+    """What a policy may read about a job (the simulator's record, typed read-only)."""
+
+    @property
+    def index(self) -> int:
+        """Position of the job in the trace."""
+
+    @property
+    def job(self) -> Job:
+        """The job as submitted."""
+
+    @property
+    def status(self) -> JobStatus:
+        """Current status."""
+
+    @property
+    def progress_iters(self) -> float:
+        """Iterations done (as of the last state change)."""
+
+    @property
+    def cell(self) -> Cell | None:
+        """Current Cell (None while waiting)."""
+
+    @property
+    def iter_time_s(self) -> float:
+        """Ground-truth seconds per iteration on the current Cell (0 while waiting)."""
+
+    @property
+    def estimated_iter_time_s(self) -> float:
+        """The estimator's seconds per iteration on the current Cell (0 while waiting)."""
+
+    @property
+    def placement(self) -> Placement | None:
+        """Nodes held (None while waiting)."""
+
+    @property
+    def waiting_since_s(self) -> float:
+        """When the job last entered the queue."""
+
+    @property
+    def first_start_s(self) -> float | None:
+        """When the job first got GPUs."""
+
+    @property
+    def preemptions(self) -> int:
+        """Times it was preempted."""
+
+    @property
+    def reconfigurations(self) -> int:
+        """Times it changed Cell while running."""
+
+
+@dataclass
+class JobRecord:
+    """Mutable state of one job (owned by the simulator; policies see it as :class:`JobView`)."""
+
+    index: int
+    job: Job
+    status: JobStatus = JobStatus.FUTURE
+    progress_iters: float = 0.0
+    cell: Cell | None = None
+    constraints: PlanConstraints | None = None
+    iter_time_s: float = 0.0
+    estimated_iter_time_s: float = 0.0
+    placement: Placement | None = None
+    last_update_s: float = 0.0  # progress is exact as of this time
+    resume_at_s: float = 0.0  # end of the current pause
+    waiting_since_s: float = 0.0
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    queueing_s: float = 0.0
+    paused_s: float = 0.0
+    running_s: float = 0.0
+    preemptions: int = 0
+    reconfigurations: int = 0
+    starts: int = 0
+    version: int = 0  # bumped on every change that invalidates scheduled events
+    reject_reason: str = ""
+
+    @property
+    def remaining_iters(self) -> float:
+        """Iterations left (as of the last state change)."""
+        return max(0.0, self.job.iterations - self.progress_iters)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second now (0 unless running)."""
+        if self.status is not JobStatus.RUNNING or self.iter_time_s <= 0:
+            return 0.0
+        return self.job.global_batch / self.iter_time_s
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs held (0 while waiting)."""
+        return self.placement.num_gpus if self.placement else 0

@@ -1,0 +1,419 @@
+"""The event-driven cluster simulator (DESIGN §4).
+
+Continuous time; events are arrivals, completions, the end of a pause (tuning / restoring) and
+optional ticks, ordered by (time, priority, sequence).  After all events of one instant are
+processed, the policy is asked to decide (if an arrival, completion or tick happened).  A job
+advances at 1 / (ground-truth seconds per iteration) of its Cell; starting or changing Cell
+pauses it for the tuning overhead of the action's tuning mode plus a checkpoint restore when it
+has progress; preemption returns it to the queue with its progress.  The simulator knows
+nothing about which policy runs: it only applies :mod:`crius_gym.sim.actions`.
+
+Two ways to drive it: :meth:`Simulator.run` (a policy to completion) and the step API
+(:meth:`reset`, :meth:`advance`, :meth:`snapshot`, :meth:`apply`, :meth:`result`) the
+Gymnasium environment uses.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from crius_gym.errors import ConfigError
+from crius_gym.hardware.cluster import ClusterSpec
+from crius_gym.perf.tuner import Tuner
+from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigure, Reject, Start
+from crius_gym.sim.allocator import Allocator
+from crius_gym.sim.events import EventKind, EventQueue
+from crius_gym.sim.metrics import JobResult, RunSummary, TimeSeries, job_result, summarise
+from crius_gym.sim.policy import Policy, PolicyContext
+from crius_gym.sim.records import JobRecord, JobStatus
+from crius_gym.sim.snapshot import Snapshot
+from crius_gym.sim.truth import EstimatorTruth, GroundTruth, cell_constraints
+from crius_gym.workload.job import Trace
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulator settings.
+
+    Attributes:
+        checkpoint_restore_s: pause when a job with progress restarts or changes Cell, seconds
+            (Arena's simulator uses 0).
+        record_timeseries: keep the throughput / GPU-use series (off saves memory at scale).
+    """
+
+    checkpoint_restore_s: float = 0.0
+    record_timeseries: bool = True
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_restore_s < 0:
+            raise ConfigError("sim.checkpoint_restore_s must be >= 0")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything a run produced.
+
+    Attributes:
+        policy: policy name.
+        trace: trace name.
+        jobs: per-job results in trace order.
+        summary: per-run metrics.
+        series: throughput / GPU use / queue length over time.
+        rejections: count per rejection reason.
+    """
+
+    policy: str
+    trace: str
+    jobs: tuple[JobResult, ...]
+    summary: RunSummary
+    series: TimeSeries
+    rejections: dict[str, int]
+
+
+class Simulator:
+    """Simulates one cluster.
+
+    Args:
+        cluster: the cluster.
+        tuner: the cluster's tuner (the scheduler's estimates).
+        truth: real iteration times (default: the tuner's estimator).
+        config: settings.
+    """
+
+    def __init__(self, cluster: ClusterSpec, tuner: Tuner, truth: GroundTruth | None = None,
+                 config: SimConfig | None = None) -> None:
+        if tuner.cluster is not cluster and tuner.cluster != cluster:
+            raise ConfigError("the tuner was built for another cluster")
+        self.cluster = cluster
+        self.tuner = tuner
+        self.truth = truth or EstimatorTruth(tuner)
+        self.config = config or SimConfig()
+        self.decisions = 0
+        self._trace: Trace | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def reset(self, trace: Trace, horizon_s: float | None = None,
+              tick_interval_s: float | None = None) -> None:
+        """Load a trace and rewind to time 0.
+
+        Args:
+            trace: the jobs.
+            horizon_s: stop at this simulated time (unfinished jobs are reported as such).
+            tick_interval_s: also ask for decisions this often while jobs are active.
+        """
+        self._trace = trace
+        self._records = [JobRecord(index=i, job=j) for i, j in enumerate(trace.jobs)]
+        self._queue = EventQueue()
+        for i, j in enumerate(trace.jobs):
+            self._queue.push(j.arrival_s, EventKind.ARRIVAL, i)
+        self._alloc = Allocator(self.cluster)
+        self._waiting: list[int] = []
+        self._active: dict[int, None] = {}
+        self._future = len(trace.jobs)
+        self._open = len(trace.jobs)  # neither finished nor rejected
+        self.now_s = 0.0
+        self.horizon_s = horizon_s
+        self.tick_interval_s = tick_interval_s
+        self._tick_pending = False
+        self._throughput = 0.0
+        self._running = 0
+        self._by_id = {j.job_id: i for i, j in enumerate(trace.jobs)}
+        self._series: list[tuple[float, float, int, int]] = []
+        self.decisions = 0
+        self._stopped = False
+        self._record_point()
+
+    @property
+    def done(self) -> bool:
+        """No more events to process (or the horizon was reached)."""
+        return self._stopped
+
+    @property
+    def records(self) -> Sequence[JobRecord]:
+        """Job records by trace index (read-only use)."""
+        return self._records
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _touch(self, rec: JobRecord) -> None:
+        """Bring a job's accumulators and progress up to ``now_s``."""
+        dt = self.now_s - rec.last_update_s
+        if dt > 0:
+            if rec.status is JobStatus.WAITING:
+                rec.queueing_s += dt
+            elif rec.status is JobStatus.PAUSED:
+                rec.paused_s += dt
+            elif rec.status is JobStatus.RUNNING:
+                rec.running_s += dt
+                rec.progress_iters = min(float(rec.job.iterations),
+                                         rec.progress_iters + dt / rec.iter_time_s)
+        rec.last_update_s = self.now_s
+
+    def _record_point(self) -> None:
+        if not self.config.record_timeseries:
+            return
+        point = (self.now_s, max(0.0, self._throughput), self._alloc.busy_gpus(),
+                 len(self._waiting))
+        if self._series and self._series[-1][0] == self.now_s:
+            self._series[-1] = point
+        else:
+            self._series.append(point)
+
+    def _set_running(self, rec: JobRecord) -> None:
+        rec.status = JobStatus.RUNNING
+        self._running += 1
+        self._throughput += rec.job.global_batch / rec.iter_time_s
+        finish = self.now_s + rec.remaining_iters * rec.iter_time_s
+        self._queue.push(finish, EventKind.COMPLETION, rec.index, rec.version)
+
+    def _stop_running(self, rec: JobRecord) -> None:
+        if rec.status is JobStatus.RUNNING:
+            self._running -= 1
+            # Reset when idle so float drift of the running sum never accumulates.
+            self._throughput = (self._throughput - rec.job.global_batch / rec.iter_time_s
+                                if self._running else 0.0)
+
+    def _schedule_tick(self) -> None:
+        if self.tick_interval_s and not self._tick_pending and (self._active or self._future):
+            self._queue.push(self.now_s + self.tick_interval_s, EventKind.TICK)
+            self._tick_pending = True
+
+    # ------------------------------------------------------------------ events
+    def advance(self) -> bool:
+        """Process every event of the next instant that has any.
+
+        Returns:
+            True at a decision point (an arrival, completion or tick happened); False when the
+            run is over (no events left, or the horizon passed).
+        """
+        while True:
+            t = self._queue.peek_time()
+            if t is None or (self.horizon_s is not None and t > self.horizon_s):
+                if self.horizon_s is not None and t is not None:
+                    self.now_s = self.horizon_s
+                self._stopped = True
+                self._record_point()
+                return False
+            self.now_s = t
+            trigger = False
+            while self._queue.peek_time() == t:
+                ev = self._queue.pop()
+                if ev.kind is EventKind.TICK:
+                    self._tick_pending = False
+                    trigger = True
+                    continue
+                rec = self._records[ev.job_index]
+                if ev.kind is EventKind.ARRIVAL:
+                    self._arrive(rec)
+                    trigger = True
+                elif ev.version != rec.version:
+                    continue  # cancelled by a later change
+                elif ev.kind is EventKind.COMPLETION:
+                    self._complete(rec)
+                    trigger = True
+                else:
+                    self._touch(rec)
+                    self._set_running(rec)
+            self._schedule_tick()
+            self._record_point()
+            if trigger:
+                return True
+
+    def _arrive(self, rec: JobRecord) -> None:
+        self._future -= 1
+        rec.last_update_s = self.now_s
+        if not self.tuner.tune(rec.job.model, rec.job.global_batch).feasible:
+            rec.status = JobStatus.REJECTED
+            rec.reject_reason = "fits nowhere: no memory-feasible Cell on any GPU type"
+            self._open -= 1
+            return
+        rec.status = JobStatus.WAITING
+        rec.waiting_since_s = self.now_s
+        bisect.insort(self._waiting, rec.index)
+
+    def _complete(self, rec: JobRecord) -> None:
+        self._touch(rec)
+        rec.progress_iters = float(rec.job.iterations)
+        self._stop_running(rec)
+        rec.status = JobStatus.FINISHED
+        rec.finish_s = self.now_s
+        assert rec.placement is not None
+        self._alloc.release(rec.placement)
+        del self._active[rec.index]
+        self._open -= 1
+        rec.version += 1
+
+    # ------------------------------------------------------------------ actions
+    def snapshot(self) -> Snapshot:
+        """The state for a policy's decision."""
+        return Snapshot(self.now_s, self.cluster, self.tuner, self._records, self._waiting,
+                        self._active, self._alloc, self.config.checkpoint_restore_s, self._future)
+
+    def _index(self, job_id: str) -> JobRecord:
+        try:
+            return self._records[self._by_id[job_id]]
+        except KeyError:
+            raise InvalidActionError(f"unknown job {job_id!r}") from None
+
+    def apply(self, actions: Sequence[Action]) -> None:
+        """Apply actions in order.
+
+        Raises:
+            InvalidActionError: an action is impossible now (the state is unchanged by it).
+        """
+        for action in actions:
+            rec = self._index(action.job_id)
+            if isinstance(action, Start):
+                self._start(rec, action)
+            elif isinstance(action, Reconfigure):
+                self._reconfigure(rec, action)
+            elif isinstance(action, Preempt):
+                self._preempt(rec)
+            elif isinstance(action, Reject):
+                self._reject(rec, action.reason)
+            else:
+                raise InvalidActionError(f"unknown action {action!r}")
+        self._schedule_tick()
+        self._record_point()
+
+    def _pause_or_run(self, rec: JobRecord, overhead_s: float) -> None:
+        if overhead_s > 0:
+            rec.status = JobStatus.PAUSED
+            rec.resume_at_s = self.now_s + overhead_s
+            self._queue.push(rec.resume_at_s, EventKind.RESUME, rec.index, rec.version)
+        else:
+            self._set_running(rec)
+
+    def _overhead_s(self, rec: JobRecord, num_gpus: int, tuning: str) -> float:
+        tune = 0.0 if tuning == "none" else self.tuner.config.tuning_overhead_s(
+            num_gpus, pruned=tuning == "pruned")
+        restore = self.config.checkpoint_restore_s if rec.progress_iters > 0 else 0.0
+        return tune + restore
+
+    def start_time_s(self, rec: JobRecord, action: Start | Reconfigure) -> float | None:
+        """Ground-truth seconds per iteration of an action's Cell (None: cannot run there)."""
+        return self.truth.iter_time_s(rec.job, action.cell, action.constraints)
+
+    def _start(self, rec: JobRecord, action: Start) -> None:
+        if rec.status is not JobStatus.WAITING:
+            raise InvalidActionError(f"Start {rec.job.job_id}: job is {rec.status.value}")
+        real = self.start_time_s(rec, action)
+        if real is None:
+            raise InvalidActionError(f"Start {rec.job.job_id}: no plan fits {action.cell}")
+        placement = self._alloc.place(action.cell)
+        if placement is None:
+            raise InvalidActionError(f"Start {rec.job.job_id}: {action.cell} does not fit now")
+        self._touch(rec)
+        self._waiting.pop(bisect.bisect_left(self._waiting, rec.index))
+        self._active[rec.index] = None
+        est = self.tuner.best_in_layout(rec.job.model, rec.job.global_batch, action.cell.gpu_type,
+                                        action.cell.layout,
+                                        cell_constraints(action.cell, action.constraints))
+        rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
+        rec.iter_time_s = real
+        rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
+        if rec.first_start_s is None:
+            rec.first_start_s = self.now_s
+        rec.starts += 1
+        rec.version += 1
+        self._pause_or_run(rec, self._overhead_s(rec, placement.num_gpus, action.tuning))
+
+    def _reconfigure(self, rec: JobRecord, action: Reconfigure) -> None:
+        if rec.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
+            raise InvalidActionError(f"Reconfigure {rec.job.job_id}: job is {rec.status.value}")
+        real = self.start_time_s(rec, action)
+        if real is None:
+            raise InvalidActionError(f"Reconfigure {rec.job.job_id}: no plan fits {action.cell}")
+        assert rec.placement is not None
+        old = rec.placement
+        self._alloc.release(old)
+        placement = self._alloc.place(action.cell)
+        if placement is None:
+            self._alloc.take(old)
+            raise InvalidActionError(f"Reconfigure {rec.job.job_id}: {action.cell} does not fit")
+        self._touch(rec)
+        self._stop_running(rec)
+        est = self.tuner.best_in_layout(rec.job.model, rec.job.global_batch, action.cell.gpu_type,
+                                        action.cell.layout,
+                                        cell_constraints(action.cell, action.constraints))
+        rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
+        rec.iter_time_s = real
+        rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
+        rec.reconfigurations += 1
+        rec.version += 1
+        self._pause_or_run(rec, self._overhead_s(rec, placement.num_gpus, action.tuning))
+
+    def _preempt(self, rec: JobRecord) -> None:
+        if rec.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
+            raise InvalidActionError(f"Preempt {rec.job.job_id}: job is {rec.status.value}")
+        self._touch(rec)
+        self._stop_running(rec)
+        assert rec.placement is not None
+        self._alloc.release(rec.placement)
+        del self._active[rec.index]
+        rec.placement = None
+        rec.status = JobStatus.WAITING
+        rec.waiting_since_s = self.now_s
+        rec.preemptions += 1
+        rec.version += 1
+        bisect.insort(self._waiting, rec.index)
+
+    def _reject(self, rec: JobRecord, reason: str) -> None:
+        if rec.status is not JobStatus.WAITING:
+            raise InvalidActionError(f"Reject {rec.job.job_id}: job is {rec.status.value}")
+        self._touch(rec)
+        self._waiting.pop(bisect.bisect_left(self._waiting, rec.index))
+        rec.status = JobStatus.REJECTED
+        rec.reject_reason = reason
+        self._open -= 1
+        rec.version += 1
+
+    # ------------------------------------------------------------------ results
+    def result(self, policy_name: str = "") -> RunResult:
+        """Settle the clock and collect metrics (call when the run is over or at any stop)."""
+        assert self._trace is not None, "reset() first"
+        for rec in self._records:
+            if rec.status not in (JobStatus.FUTURE, JobStatus.FINISHED, JobStatus.REJECTED):
+                self._touch(rec)
+        jobs = tuple(job_result(r) for r in self._records)
+        finished = [r.finish_s for r in self._records if r.finish_s is not None]
+        open_jobs = any(r.status not in (JobStatus.FINISHED, JobStatus.REJECTED)
+                        for r in self._records)
+        end = self.now_s if open_jobs or not finished else max(finished)
+        arr = np.array(self._series, dtype=float) if self._series else np.zeros((0, 4))
+        series = TimeSeries(time_s=arr[:, 0], throughput=arr[:, 1],
+                            busy_gpus=arr[:, 2].astype(np.int64),
+                            queue_length=arr[:, 3].astype(np.int64))
+        summary = summarise(list(jobs), series, self.cluster.num_gpus, end, self.decisions)
+        reasons: dict[str, int] = {}
+        for r in self._records:
+            if r.status is JobStatus.REJECTED:
+                reasons[r.reject_reason] = reasons.get(r.reject_reason, 0) + 1
+        return RunResult(policy=policy_name, trace=self._trace.name, jobs=jobs, summary=summary,
+                         series=series, rejections=reasons)
+
+    def run(self, trace: Trace, policy: Policy, *, seed: int = 0, horizon_s: float | None = None,
+            on_progress: Callable[[int, int], None] | None = None) -> RunResult:
+        """Run a policy over a trace until every job finished or was rejected (or the horizon).
+
+        Args:
+            trace: the jobs.
+            policy: the scheduler.
+            seed: seeds the policy's random generator.
+            horizon_s: optional stop time.
+            on_progress: called as ``on_progress(done_jobs, total_jobs)`` after each decision.
+        """
+        self.reset(trace, horizon_s, policy.tick_interval_s)
+        policy.reset(PolicyContext(self.cluster, self.tuner, np.random.default_rng(seed)))
+        total = len(trace.jobs)
+        while self.advance():
+            self.decisions += 1
+            actions = policy.decide(self.snapshot())
+            if actions:
+                self.apply(actions)
+            if on_progress is not None:
+                on_progress(total - self._open, total)
+        return self.result(policy.name)

@@ -1,0 +1,98 @@
+"""The read-only view of the simulation a policy decides on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from crius_gym.hardware.cluster import ClusterSpec
+from crius_gym.perf.cell import Cell
+from crius_gym.perf.plan import PlanConstraints
+from crius_gym.perf.tuner import Tuner, TunerResult
+from crius_gym.sim.actions import TuningMode
+from crius_gym.sim.allocator import Allocator
+from crius_gym.sim.records import JobRecord, JobView
+from crius_gym.sim.truth import cell_constraints
+from crius_gym.workload.job import Job
+
+
+class Snapshot:
+    """The state at one decision point. Valid until the simulator next changes state.
+
+    Policies read it and return actions; they never mutate it. To plan several actions, copy the
+    allocation state with :meth:`scratch` and place Cells on the copy: it chooses nodes exactly
+    as the simulator will.
+
+    Args:
+        now_s: simulated time.
+        cluster: the cluster.
+        tuner: the cluster's tuner (candidate Cells and estimates).
+        records: every job record, by trace index.
+        waiting: indices of waiting jobs in arrival order.
+        active: indices of jobs holding GPUs (running or paused).
+        allocator: the simulator's allocation state (read here, never changed).
+        restore_s: checkpoint/restore pause when a job with progress (re)starts.
+        future_arrivals: jobs of the trace not yet arrived.
+    """
+
+    def __init__(self, now_s: float, cluster: ClusterSpec, tuner: Tuner,
+                 records: Sequence[JobRecord], waiting: Sequence[int], active: Mapping[int, None],
+                 allocator: Allocator, restore_s: float, future_arrivals: int) -> None:
+        self.now_s = now_s
+        self.cluster = cluster
+        self.tuner = tuner
+        self._records = records
+        self._waiting = waiting
+        self._active = active
+        self._allocator = allocator
+        self.restore_s = restore_s
+        self.future_arrivals = future_arrivals
+
+    @cached_property
+    def waiting(self) -> tuple[JobView, ...]:
+        """Waiting jobs in arrival order (preempted jobs keep their arrival position)."""
+        return tuple(self._records[i] for i in self._waiting)
+
+    @cached_property
+    def active(self) -> tuple[JobView, ...]:
+        """Jobs holding GPUs (running or paused), in arrival order."""
+        return tuple(self._records[i] for i in sorted(self._active))
+
+    def job(self, index: int) -> JobView:
+        """A job by trace index."""
+        return self._records[index]
+
+    def free_gpus(self, gpu_type: str) -> int:
+        """Free GPUs of a type."""
+        return self._allocator.free_gpus(gpu_type)
+
+    def free_per_node(self, gpu_type: str) -> np.ndarray:
+        """Free GPUs per node of a type (read-only)."""
+        return self._allocator.free_per_node(gpu_type)
+
+    def fits(self, cell: Cell) -> bool:
+        """Whether a Cell fits in the free GPUs now."""
+        return self._allocator.can_place(cell)
+
+    def scratch(self) -> Allocator:
+        """A private copy of the allocation state for planning several actions."""
+        return self._allocator.copy()
+
+    def candidates(self, job: Job) -> TunerResult:
+        """The tuner's ranked Cells for a job (cached per model and batch)."""
+        return self.tuner.tune(job.model, job.global_batch)
+
+    def estimated_iter_time_s(self, job: Job, cell: Cell,
+                              constraints: PlanConstraints | None = None) -> float | None:
+        """The estimator's seconds per iteration of a job on a Cell (None: does not fit)."""
+        est = self.tuner.best_in_layout(job.model, job.global_batch, cell.gpu_type, cell.layout,
+                                        cell_constraints(cell, constraints))
+        return None if est is None else est.iter_time_s
+
+    def tuning_overhead_s(self, num_gpus: int, mode: TuningMode) -> float:
+        """The tuning pause of a (re)start under a tuning mode."""
+        if mode == "none":
+            return 0.0
+        return self.tuner.config.tuning_overhead_s(num_gpus, pruned=mode == "pruned")

@@ -1,0 +1,81 @@
+"""Ground truth: how fast a job really runs on a Cell.
+
+The scheduler sees the tuner's estimates; the simulator advances jobs at the ground-truth rate.
+By default the two are the same estimator.  :class:`MeasuredTruth` uses the Arena measured table
+where it has the (model, batch, GPU type, layout) and the estimator elsewhere, so that the
+scheduler's view and reality differ as on a real cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Protocol
+
+from crius_gym.perf.cell import Cell
+from crius_gym.perf.measurements import Measurement
+from crius_gym.perf.plan import Layout, PlanConstraints
+from crius_gym.perf.tuner import Tuner
+from crius_gym.workload.job import Job
+
+
+def cell_constraints(cell: Cell, constraints: PlanConstraints | None) -> PlanConstraints:
+    """Plan restrictions of a Cell: its stage count plus any extra restriction."""
+    return replace(constraints or PlanConstraints(), pipeline=cell.stages)
+
+
+class GroundTruth(Protocol):
+    """Seconds per iteration of a job on a Cell, or None when it cannot run there."""
+
+    name: str
+
+    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+        """Real seconds per iteration."""
+
+
+class EstimatorTruth:
+    """Reality is the estimator (the default)."""
+
+    name = "estimator"
+
+    def __init__(self, tuner: Tuner) -> None:
+        self.tuner = tuner
+
+    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+        """The estimator's best plan in the Cell under the constraints."""
+        est = self.tuner.best_in_layout(job.model, job.global_batch, cell.gpu_type, cell.layout,
+                                        cell_constraints(cell, constraints))
+        return None if est is None else est.iter_time_s
+
+
+class MeasuredTruth:
+    """Measured iteration times where available (the Alpa-searched best plan of a layout).
+
+    A measured time stands for the best plan of its layout, so it is used for unconstrained
+    Cells of that layout whatever their stage count; constrained plans (e.g. data parallelism
+    only) and unmeasured layouts fall back to the estimator.  Measured OOM rows make the layout
+    infeasible.
+    """
+
+    name = "measured"
+
+    def __init__(self, tuner: Tuner, measurements: Iterable[Measurement]) -> None:
+        self.tuner = tuner
+        self.fallback = EstimatorTruth(tuner)
+        self._table: dict[tuple[str, int, str, Layout], float | None] = {}
+        for m in measurements:
+            if m.framework != "alpa":
+                continue
+            key = (m.model_name, m.global_batch, m.gpu_type, m.layout)
+            self._table[key] = m.measured_s if m.status == "ok" else None
+        self.hits = 0
+        self.misses = 0
+
+    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+        """Measured time when the table has it, else the estimator."""
+        key = (job.model.name, job.global_batch, cell.gpu_type, cell.layout)
+        if (constraints is None or constraints == PlanConstraints()) and key in self._table:
+            self.hits += 1
+            return self._table[key]
+        self.misses += 1
+        return self.fallback.iter_time_s(job, cell, constraints)

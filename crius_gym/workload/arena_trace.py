@@ -1,0 +1,255 @@
+"""Reader of the Crius/Arena job traces (``simulate_trace_*.csv``, ``runtime_trace.csv``).
+
+Format (one job per line, header first)::
+
+    job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type
+
+================  =========================================================================
+column            meaning
+================  =========================================================================
+job_id            unique identifier (text)
+submission_time   seconds, any origin (the reader rebases to the first job)
+num_iteration     iterations to run, integer >= 1
+model_name        ``family__Size`` (e.g. ``bert__760M``) or a catalogue name
+deadline          seconds, same origin as ``submission_time``; blank = no deadline
+batch_size        global batch, samples per iteration, integer >= 1
+num_gpu           requested GPU count, integer >= 1
+gpu_type          requested GPU type, catalogue name or alias (``a100``, ``a40`` …)
+================  =========================================================================
+
+Rows that cannot be used are skipped and reported as :class:`TraceIssue`; problems with the file as
+a whole raise :class:`~crius_gym.errors.InputFileError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from crius_gym import datasets
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
+from crius_gym.workload.job import Job, Trace, TraceIssue
+from crius_gym.workload.models import ModelCatalog, ModelSpec, load_model_catalog
+
+#: Columns every Arena trace must have, in the artifact's order.
+REQUIRED_COLUMNS = (
+    "job_id",
+    "submission_time",
+    "num_iteration",
+    "model_name",
+    "batch_size",
+    "num_gpu",
+    "gpu_type",
+)
+#: Columns that may be absent (or blank in a row).
+OPTIONAL_COLUMNS = ("deadline",)
+
+# Shown in the error of a file with no usable row; the full list is in Trace.skipped otherwise.
+_MAX_ISSUES_IN_ERROR = 5
+
+
+class _RowError(Exception):
+    """One unusable row (internal: becomes a TraceIssue)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A validated row before rebasing."""
+
+    line: int
+    job_id: str
+    submission_s: float
+    iterations: int
+    model: ModelSpec
+    deadline_s: float | None
+    global_batch: int
+    num_gpus: int
+    gpu_type: str
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _RowError(field, f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise _RowError(field, f"{text!r} is not a finite number")
+    return value
+
+
+def _positive_int(text: str, field: str) -> int:
+    value = _number(text, field)
+    if value <= 0:
+        raise _RowError(field, f"{text!r} must be positive")
+    if not value.is_integer():
+        raise _RowError(field, f"{text!r} must be an integer")
+    return int(value)
+
+
+def _parse_row(line: int, values: dict[str, str], models: ModelCatalog, gpus: GPUCatalog) -> _Row:
+    for column in REQUIRED_COLUMNS:
+        if values[column] == "":
+            raise _RowError(column, "required value is blank")
+    submission = _number(values["submission_time"], "submission_time")
+    if submission < 0:
+        raise _RowError("submission_time", f"{values['submission_time']!r} must be >= 0")
+    iterations = _positive_int(values["num_iteration"], "num_iteration")
+    try:
+        model = models.get(values["model_name"])
+    except UnknownNameError:
+        raise _RowError("model_name", f"unknown model {values['model_name']!r}") from None
+    deadline: float | None = None
+    if values.get("deadline", ""):
+        deadline = _number(values["deadline"], "deadline")
+        if deadline < submission:
+            raise _RowError("deadline", f"{values['deadline']!r} is before submission_time")
+    batch = _positive_int(values["batch_size"], "batch_size")
+    num_gpus = _positive_int(values["num_gpu"], "num_gpu")
+    try:
+        gpu_type = gpus.canonical(values["gpu_type"])
+    except UnknownNameError:
+        raise _RowError("gpu_type", f"unknown GPU type {values['gpu_type']!r}") from None
+    return _Row(
+        line=line,
+        job_id=values["job_id"],
+        submission_s=submission,
+        iterations=iterations,
+        model=model,
+        deadline_s=deadline,
+        global_batch=batch,
+        num_gpus=num_gpus,
+        gpu_type=gpu_type,
+    )
+
+
+def read_arena_trace(
+    path: str | Path,
+    models: ModelCatalog | None = None,
+    gpus: GPUCatalog | None = None,
+    *,
+    name: str | None = None,
+) -> Trace:
+    """Read an Arena job trace.
+
+    Arrival times are rebased so that the earliest usable job arrives at 0 s; deadlines are shifted
+    by the same amount. Jobs are sorted by arrival; ties keep file order. A row that cannot be used
+    (blank required value, non-numeric or non-positive number, unknown model or GPU type, duplicate
+    ``job_id``, deadline before submission) is skipped and recorded in ``Trace.skipped`` with its
+    1-based file line (header = 1) and a reason starting with the column name.
+
+    Args:
+        path: the CSV file.
+        models: catalogue that resolves ``model_name`` (default: the packaged one).
+        gpus: catalogue that resolves ``gpu_type`` to canonical names (default: the packaged one).
+        name: trace label (default: the file stem).
+
+    Returns:
+        The trace, with the skipped rows in ``Trace.skipped``.
+
+    Raises:
+        InputFileError: the file is empty, lacks a required column (named in ``field``) or has no
+            usable row.
+        FileNotFoundError: the file does not exist.
+    """
+    models = models or load_model_catalog()
+    gpus = gpus or load_gpu_catalog()
+    path = Path(path)
+    rows: list[_Row] = []
+    issues: list[TraceIssue] = []
+    first_line_of: dict[str, int] = {}
+    # utf-8-sig: a byte-order mark would otherwise become part of the first column name.
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise InputFileError(path, "empty file: expected a header line")
+        columns = [h.strip() for h in header]
+        for column in REQUIRED_COLUMNS:
+            if column not in columns:
+                raise InputFileError(
+                    path, f"missing column (header has: {', '.join(columns)})", field=column
+                )
+        index = {c: i for i, c in enumerate(columns) if c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS}
+        for record in reader:
+            line = reader.line_num
+            if not any(cell.strip() for cell in record):
+                continue  # blank line
+            if len(record) > len(columns):
+                issues.append(
+                    TraceIssue(line, f"row has {len(record)} fields, header has {len(columns)}")
+                )
+                continue
+            values = {c: (record[i].strip() if i < len(record) else "") for c, i in index.items()}
+            try:
+                row = _parse_row(line, values, models, gpus)
+            except _RowError as exc:
+                issues.append(TraceIssue(line, str(exc)))
+                continue
+            if row.job_id in first_line_of:
+                issues.append(
+                    TraceIssue(
+                        line,
+                        f"job_id: duplicate {row.job_id!r} (first on line "
+                        f"{first_line_of[row.job_id]})",
+                    )
+                )
+                continue
+            first_line_of[row.job_id] = line
+            rows.append(row)
+    if not rows:
+        if not issues:
+            raise InputFileError(path, "no job rows after the header")
+        shown = "; ".join(f"line {i.line}: {i.reason}" for i in issues[:_MAX_ISSUES_IN_ERROR])
+        more = len(issues) - _MAX_ISSUES_IN_ERROR
+        suffix = f"; … and {more} more" if more > 0 else ""
+        raise InputFileError(path, f"no usable rows ({len(issues)} skipped: {shown}{suffix})")
+    # Traces are not always sorted (the PAI one is not): rebase on the minimum, then a stable sort.
+    t0 = min(r.submission_s for r in rows)
+    rows.sort(key=lambda r: r.submission_s)
+    jobs: list[Job] = []
+    for r in rows:
+        try:
+            jobs.append(
+                Job(
+                    job_id=r.job_id,
+                    arrival_s=r.submission_s - t0,
+                    model=r.model,
+                    global_batch=r.global_batch,
+                    iterations=r.iterations,
+                    requested_gpus=r.num_gpus,
+                    requested_gpu_type=r.gpu_type,
+                    deadline_s=None if r.deadline_s is None else r.deadline_s - t0,
+                )
+            )
+        except ConfigError as exc:  # pragma: no cover - _parse_row checks what Job checks
+            raise InputFileError(path, str(exc), row=r.line) from exc
+    return Trace(name or path.stem, tuple(jobs), tuple(issues))
+
+
+def load_arena_trace(which: str, data_dir: str | Path | None = None) -> Trace:
+    """Load one of the public Arena traces from the data directory.
+
+    Args:
+        which: ``philly`` (1,938 jobs), ``venus`` (438), ``pai`` (125) or ``testbed`` (244); the
+            keys of :data:`crius_gym.datasets.ARENA_TRACES`.
+        data_dir: public data directory (default: ``$CRIUS_GYM_DATA`` or ``../shared/data``).
+
+    Returns:
+        The trace, named ``which``.
+
+    Raises:
+        UnknownNameError: ``which`` is not a known trace.
+        FileNotFoundError: the file is absent from the data directory.
+        InputFileError: the file is malformed.
+    """
+    try:
+        relative = datasets.ARENA_TRACES[which]
+    except KeyError:
+        raise UnknownNameError("Arena trace", which, datasets.ARENA_TRACES) from None
+    return read_arena_trace(datasets.data_file(relative, data_dir), name=which)
