@@ -131,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{cfg.iterations_log_sigma:.6f} (median exp(mu)={math.exp(cfg.iterations_log_mu):.0f}; "
         f"observed median {np.median(iters):.0f}, mean {iters.mean():.0f}), clipped to "
         f"[{cfg.iterations_min}, {cfg.iterations_max}]",
-        f"matches the packaged SyntheticConfig defaults: {'yes' if _matches_defaults(cfg) else 'no'}",
+        "matches the packaged SyntheticConfig defaults: "
+        + ("yes" if _matches_defaults(cfg) else "no"),
     ]
     if args.python:
         lines += ["", "# --- paste into crius_gym/workload/synthetic.py ---", *_python_block(cfg)]

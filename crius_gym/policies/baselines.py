@@ -109,8 +109,9 @@ class RandomPolicy:
         waiting = list(snapshot.waiting)
         for k in self._rng.permutation(len(waiting)):
             job = waiting[int(k)].job
-            fitting = [c.cell for c in snapshot.candidates(job).candidates
-                       if alloc.can_place(c.cell)]
+            fitting = [
+                c.cell for c in snapshot.candidates(job).candidates if alloc.can_place(c.cell)
+            ]
             if not fitting:
                 continue
             cell = fitting[int(self._rng.integers(len(fitting)))]

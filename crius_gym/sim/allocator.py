@@ -47,8 +47,10 @@ class Allocator:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._capacity = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
-        self._free = {g.gpu_type: np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64)
-                      for g in cluster.groups}
+        self._free = {
+            g.gpu_type: np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64)
+            for g in cluster.groups
+        }
         self._total = {g.gpu_type: g.num_gpus for g in cluster.groups}
         self._free_total = dict(self._total)
 

@@ -68,7 +68,8 @@ class JobResult:
 def job_result(rec: JobRecord) -> JobResult:
     """The result row of a job record (call after the run's clock has been settled)."""
     status = {JobStatus.FINISHED: "finished", JobStatus.REJECTED: "rejected"}.get(
-        rec.status, "unfinished")
+        rec.status, "unfinished"
+    )
     nan = math.nan
     return JobResult(
         job_id=rec.job.job_id,
@@ -119,8 +120,14 @@ class TimeSeries:
 
     def to_frame(self) -> pd.DataFrame:
         """As a table."""
-        return pd.DataFrame({"time_s": self.time_s, "throughput": self.throughput,
-                             "busy_gpus": self.busy_gpus, "queue_length": self.queue_length})
+        return pd.DataFrame(
+            {
+                "time_s": self.time_s,
+                "throughput": self.throughput,
+                "busy_gpus": self.busy_gpus,
+                "queue_length": self.queue_length,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -170,8 +177,9 @@ class RunSummary:
         return asdict(self)
 
 
-def summarise(results: list[JobResult], series: TimeSeries, total_gpus: int, end_s: float,
-              decisions: int) -> RunSummary:
+def summarise(
+    results: list[JobResult], series: TimeSeries, total_gpus: int, end_s: float, decisions: int
+) -> RunSummary:
     """Per-run metrics from job results and the time series up to ``end_s``."""
     fin = [r for r in results if r.status == "finished"]
     jct = np.array([r.jct_s for r in fin], dtype=float)

@@ -84,8 +84,13 @@ class Simulator:
         config: settings.
     """
 
-    def __init__(self, cluster: ClusterSpec, tuner: Tuner, truth: GroundTruth | None = None,
-                 config: SimConfig | None = None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        tuner: Tuner,
+        truth: GroundTruth | None = None,
+        config: SimConfig | None = None,
+    ) -> None:
         if tuner.cluster is not cluster and tuner.cluster != cluster:
             raise ConfigError("the tuner was built for another cluster")
         self.cluster = cluster
@@ -96,8 +101,9 @@ class Simulator:
         self._trace: Trace | None = None
 
     # ------------------------------------------------------------------ set-up
-    def reset(self, trace: Trace, horizon_s: float | None = None,
-              tick_interval_s: float | None = None) -> None:
+    def reset(
+        self, trace: Trace, horizon_s: float | None = None, tick_interval_s: float | None = None
+    ) -> None:
         """Load a trace and rewind to time 0.
 
         Args:
@@ -148,15 +154,20 @@ class Simulator:
                 rec.paused_s += dt
             elif rec.status is JobStatus.RUNNING:
                 rec.running_s += dt
-                rec.progress_iters = min(float(rec.job.iterations),
-                                         rec.progress_iters + dt / rec.iter_time_s)
+                rec.progress_iters = min(
+                    float(rec.job.iterations), rec.progress_iters + dt / rec.iter_time_s
+                )
         rec.last_update_s = self.now_s
 
     def _record_point(self) -> None:
         if not self.config.record_timeseries:
             return
-        point = (self.now_s, max(0.0, self._throughput), self._alloc.busy_gpus(),
-                 len(self._waiting))
+        point = (
+            self.now_s,
+            max(0.0, self._throughput),
+            self._alloc.busy_gpus(),
+            len(self._waiting),
+        )
         if self._series and self._series[-1][0] == self.now_s:
             self._series[-1] = point
         else:
@@ -173,8 +184,9 @@ class Simulator:
         if rec.status is JobStatus.RUNNING:
             self._running -= 1
             # Reset when idle so float drift of the running sum never accumulates.
-            self._throughput = (self._throughput - rec.job.global_batch / rec.iter_time_s
-                                if self._running else 0.0)
+            self._throughput = (
+                self._throughput - rec.job.global_batch / rec.iter_time_s if self._running else 0.0
+            )
 
     def _schedule_tick(self) -> None:
         if self.tick_interval_s and not self._tick_pending and (self._active or self._future):
@@ -249,8 +261,17 @@ class Simulator:
     # ------------------------------------------------------------------ actions
     def snapshot(self) -> Snapshot:
         """The state for a policy's decision."""
-        return Snapshot(self.now_s, self.cluster, self.tuner, self._records, self._waiting,
-                        self._active, self._alloc, self.config.checkpoint_restore_s, self._future)
+        return Snapshot(
+            self.now_s,
+            self.cluster,
+            self.tuner,
+            self._records,
+            self._waiting,
+            self._active,
+            self._alloc,
+            self.config.checkpoint_restore_s,
+            self._future,
+        )
 
     def _index(self, job_id: str) -> JobRecord:
         try:
@@ -288,8 +309,11 @@ class Simulator:
             self._set_running(rec)
 
     def _overhead_s(self, rec: JobRecord, num_gpus: int, tuning: str) -> float:
-        tune = 0.0 if tuning == "none" else self.tuner.config.tuning_overhead_s(
-            num_gpus, pruned=tuning == "pruned")
+        tune = (
+            0.0
+            if tuning == "none"
+            else self.tuner.config.tuning_overhead_s(num_gpus, pruned=tuning == "pruned")
+        )
         restore = self.config.checkpoint_restore_s if rec.progress_iters > 0 else 0.0
         return tune + restore
 
@@ -309,9 +333,13 @@ class Simulator:
         self._touch(rec)
         self._waiting.pop(bisect.bisect_left(self._waiting, rec.index))
         self._active[rec.index] = None
-        est = self.tuner.best_in_layout(rec.job.model, rec.job.global_batch, action.cell.gpu_type,
-                                        action.cell.layout,
-                                        cell_constraints(action.cell, action.constraints))
+        est = self.tuner.best_in_layout(
+            rec.job.model,
+            rec.job.global_batch,
+            action.cell.gpu_type,
+            action.cell.layout,
+            cell_constraints(action.cell, action.constraints),
+        )
         rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
         rec.iter_time_s = real
         rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
@@ -336,9 +364,13 @@ class Simulator:
             raise InvalidActionError(f"Reconfigure {rec.job.job_id}: {action.cell} does not fit")
         self._touch(rec)
         self._stop_running(rec)
-        est = self.tuner.best_in_layout(rec.job.model, rec.job.global_batch, action.cell.gpu_type,
-                                        action.cell.layout,
-                                        cell_constraints(action.cell, action.constraints))
+        est = self.tuner.best_in_layout(
+            rec.job.model,
+            rec.job.global_batch,
+            action.cell.gpu_type,
+            action.cell.layout,
+            cell_constraints(action.cell, action.constraints),
+        )
         rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
         rec.iter_time_s = real
         rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
@@ -380,23 +412,40 @@ class Simulator:
                 self._touch(rec)
         jobs = tuple(job_result(r) for r in self._records)
         finished = [r.finish_s for r in self._records if r.finish_s is not None]
-        open_jobs = any(r.status not in (JobStatus.FINISHED, JobStatus.REJECTED)
-                        for r in self._records)
+        open_jobs = any(
+            r.status not in (JobStatus.FINISHED, JobStatus.REJECTED) for r in self._records
+        )
         end = self.now_s if open_jobs or not finished else max(finished)
         arr = np.array(self._series, dtype=float) if self._series else np.zeros((0, 4))
-        series = TimeSeries(time_s=arr[:, 0], throughput=arr[:, 1],
-                            busy_gpus=arr[:, 2].astype(np.int64),
-                            queue_length=arr[:, 3].astype(np.int64))
+        series = TimeSeries(
+            time_s=arr[:, 0],
+            throughput=arr[:, 1],
+            busy_gpus=arr[:, 2].astype(np.int64),
+            queue_length=arr[:, 3].astype(np.int64),
+        )
         summary = summarise(list(jobs), series, self.cluster.num_gpus, end, self.decisions)
         reasons: dict[str, int] = {}
         for r in self._records:
             if r.status is JobStatus.REJECTED:
                 reasons[r.reject_reason] = reasons.get(r.reject_reason, 0) + 1
-        return RunResult(policy=policy_name, trace=self._trace.name, jobs=jobs, summary=summary,
-                         series=series, rejections=reasons)
+        return RunResult(
+            policy=policy_name,
+            trace=self._trace.name,
+            jobs=jobs,
+            summary=summary,
+            series=series,
+            rejections=reasons,
+        )
 
-    def run(self, trace: Trace, policy: Policy, *, seed: int = 0, horizon_s: float | None = None,
-            on_progress: Callable[[int, int], None] | None = None) -> RunResult:
+    def run(
+        self,
+        trace: Trace,
+        policy: Policy,
+        *,
+        seed: int = 0,
+        horizon_s: float | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> RunResult:
         """Run a policy over a trace until every job finished or was rejected (or the horizon).
 
         Args:

@@ -37,9 +37,18 @@ class Snapshot:
         future_arrivals: jobs of the trace not yet arrived.
     """
 
-    def __init__(self, now_s: float, cluster: ClusterSpec, tuner: Tuner,
-                 records: Sequence[JobRecord], waiting: Sequence[int], active: Mapping[int, None],
-                 allocator: Allocator, restore_s: float, future_arrivals: int) -> None:
+    def __init__(
+        self,
+        now_s: float,
+        cluster: ClusterSpec,
+        tuner: Tuner,
+        records: Sequence[JobRecord],
+        waiting: Sequence[int],
+        active: Mapping[int, None],
+        allocator: Allocator,
+        restore_s: float,
+        future_arrivals: int,
+    ) -> None:
         self.now_s = now_s
         self.cluster = cluster
         self.tuner = tuner
@@ -84,11 +93,17 @@ class Snapshot:
         """The tuner's ranked Cells for a job (cached per model and batch)."""
         return self.tuner.tune(job.model, job.global_batch)
 
-    def estimated_iter_time_s(self, job: Job, cell: Cell,
-                              constraints: PlanConstraints | None = None) -> float | None:
+    def estimated_iter_time_s(
+        self, job: Job, cell: Cell, constraints: PlanConstraints | None = None
+    ) -> float | None:
         """The estimator's seconds per iteration of a job on a Cell (None: does not fit)."""
-        est = self.tuner.best_in_layout(job.model, job.global_batch, cell.gpu_type, cell.layout,
-                                        cell_constraints(cell, constraints))
+        est = self.tuner.best_in_layout(
+            job.model,
+            job.global_batch,
+            cell.gpu_type,
+            cell.layout,
+            cell_constraints(cell, constraints),
+        )
         return None if est is None else est.iter_time_s
 
     def tuning_overhead_s(self, num_gpus: int, mode: TuningMode) -> float:

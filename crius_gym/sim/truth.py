@@ -29,7 +29,9 @@ class GroundTruth(Protocol):
 
     name: str
 
-    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+    def iter_time_s(
+        self, job: Job, cell: Cell, constraints: PlanConstraints | None
+    ) -> float | None:
         """Real seconds per iteration."""
 
 
@@ -41,10 +43,17 @@ class EstimatorTruth:
     def __init__(self, tuner: Tuner) -> None:
         self.tuner = tuner
 
-    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+    def iter_time_s(
+        self, job: Job, cell: Cell, constraints: PlanConstraints | None
+    ) -> float | None:
         """The estimator's best plan in the Cell under the constraints."""
-        est = self.tuner.best_in_layout(job.model, job.global_batch, cell.gpu_type, cell.layout,
-                                        cell_constraints(cell, constraints))
+        est = self.tuner.best_in_layout(
+            job.model,
+            job.global_batch,
+            cell.gpu_type,
+            cell.layout,
+            cell_constraints(cell, constraints),
+        )
         return None if est is None else est.iter_time_s
 
 
@@ -71,7 +80,9 @@ class MeasuredTruth:
         self.hits = 0
         self.misses = 0
 
-    def iter_time_s(self, job: Job, cell: Cell, constraints: PlanConstraints | None) -> float | None:
+    def iter_time_s(
+        self, job: Job, cell: Cell, constraints: PlanConstraints | None
+    ) -> float | None:
         """Measured time when the table has it, else the estimator."""
         key = (job.model.name, job.global_batch, cell.gpu_type, cell.layout)
         if (constraints is None or constraints == PlanConstraints()) and key in self._table:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -112,7 +113,7 @@ def _check_weights(field: str, pairs: tuple[tuple[Any, Any], ...], *, allow_empt
     total = 0.0
     for key, weight in pairs:
         keys.append(key)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        if not _is_real(weight):
             raise _err(field, f"weight of {key!r} is not a number")
         if not math.isfinite(weight) or weight < 0:
             raise _err(field, f"weight of {key!r} must be finite and >= 0")
@@ -125,8 +126,17 @@ def _check_weights(field: str, pairs: tuple[tuple[Any, Any], ...], *, allow_empt
 
 def _check_positive_ints(field: str, pairs: tuple[tuple[Any, Any], ...]) -> None:
     for key, _ in pairs:
-        if isinstance(key, bool) or not isinstance(key, int) or key < 1:
+        if not _is_int(key) or key < 1:
             raise _err(field, f"{key!r} is not a positive integer")
+
+
+def _is_real(value: object) -> bool:
+    # numbers.Real admits numpy scalars; bool is an int subclass but never a sensible weight.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -192,12 +202,29 @@ class SyntheticConfig:
             ),
         )
         self._validate()
+        # Builtin scalars from here on, so that equality, hashing and to_dict never see numpy types.
+        for key in ("model_mix", "gpu_type_weights"):
+            set_(self, key, tuple((str(k), float(w)) for k, w in getattr(self, key)))
+        set_(self, "gpu_request", tuple((int(k), float(w)) for k, w in self.gpu_request))
+        set_(
+            self,
+            "batch_choices",
+            tuple(
+                (str(fam), tuple((int(b), float(w)) for b, w in ch))
+                for fam, ch in self.batch_choices
+            ),
+        )
+        for key in ("mean_interarrival_s", "iterations_log_mu", "iterations_log_sigma"):
+            set_(self, key, float(getattr(self, key)))
+        for key in ("num_jobs", "iterations_min", "iterations_max"):
+            set_(self, key, int(getattr(self, key)))
 
     def _validate(self) -> None:
-        if isinstance(self.num_jobs, bool) or not isinstance(self.num_jobs, int):
-            raise _err("num_jobs", f"{self.num_jobs!r} is not an integer")
-        if self.num_jobs < 1:
-            raise _err("num_jobs", "must be >= 1")
+        if not _is_int(self.num_jobs) or self.num_jobs < 1:
+            raise _err("num_jobs", f"{self.num_jobs!r} is not an integer >= 1")
+        for key in ("mean_interarrival_s", "iterations_log_mu", "iterations_log_sigma"):
+            if not _is_real(getattr(self, key)):
+                raise _err(key, f"{getattr(self, key)!r} is not a number")
         if not math.isfinite(self.mean_interarrival_s) or self.mean_interarrival_s <= 0:
             raise _err("mean_interarrival_s", "must be finite and > 0")
         if self.arrival not in ("poisson", "replay"):
@@ -234,7 +261,7 @@ class SyntheticConfig:
             raise _err("iterations_log_sigma", "must be finite and >= 0")
         for name in ("iterations_min", "iterations_max"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _is_int(value) or value < 1:
                 raise _err(name, f"{value!r} is not a positive integer")
         if self.iterations_max < self.iterations_min:
             raise _err("iterations_max", "must be >= iterations_min")

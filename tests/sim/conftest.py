@@ -30,5 +30,10 @@ def trace(*jobs):
 
 @pytest.fixture
 def small_sim():
-    return make_sim([{"gpu": "a100", "nodes": 2, "gpus_per_node": 4},
-                     {"gpu": "a40", "nodes": 4, "gpus_per_node": 2}], restore_s=30.0)
+    return make_sim(
+        [
+            {"gpu": "a100", "nodes": 2, "gpus_per_node": 4},
+            {"gpu": "a40", "nodes": 4, "gpus_per_node": 2},
+        ],
+        restore_s=30.0,
+    )

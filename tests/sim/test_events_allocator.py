@@ -17,9 +17,13 @@ def test_event_order_time_priority_sequence():
     q.push(5.0, EventKind.ARRIVAL, 3)
     q.push(5.0, EventKind.COMPLETION, 4)
     out = [(e.time_s, e.kind, e.job_index) for e in (q.pop() for _ in range(5))]
-    assert out == [(1.0, EventKind.TICK, -1), (5.0, EventKind.COMPLETION, 2),
-                   (5.0, EventKind.COMPLETION, 4), (5.0, EventKind.ARRIVAL, 1),
-                   (5.0, EventKind.ARRIVAL, 3)]
+    assert out == [
+        (1.0, EventKind.TICK, -1),
+        (5.0, EventKind.COMPLETION, 2),
+        (5.0, EventKind.COMPLETION, 4),
+        (5.0, EventKind.ARRIVAL, 1),
+        (5.0, EventKind.ARRIVAL, 3),
+    ]
     assert q.peek_time() is None
 
 
@@ -40,11 +44,18 @@ def test_best_fit_consolidates_and_respects_layout():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]),
-                          st.booleans()), max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.booleans()), max_size=40
+    )
+)
 def test_allocation_invariants(ops):
-    cluster = build_cluster([{"gpu": "a40", "nodes": 4, "gpus_per_node": 4},
-                             {"gpu": "a10", "nodes": 2, "gpus_per_node": 2}])
+    cluster = build_cluster(
+        [
+            {"gpu": "a40", "nodes": 4, "gpus_per_node": 4},
+            {"gpu": "a10", "nodes": 2, "gpus_per_node": 2},
+        ]
+    )
     a = Allocator(cluster)
     held = []
     for gpn, nodes, release in ops:

@@ -22,7 +22,8 @@ def test_single_job_known_jct():
     assert r.jct_s == pytest.approx(200 * t.iter_time_s, rel=1e-12)
     assert r.queueing_s == 0 and r.paused_s == 0
     assert res.summary.avg_throughput == pytest.approx(
-        128 / t.iter_time_s * r.running_s / res.summary.makespan_s, rel=1e-9)
+        128 / t.iter_time_s * r.running_s / res.summary.makespan_s, rel=1e-9
+    )
 
 
 def test_fcfs_blocks_and_queues():

@@ -1,0 +1,1 @@
+"""Evaluation: run policies on traces, tables with confidence intervals, figures."""

@@ -1,0 +1,353 @@
+"""Scenarios: a cluster, a workload, simulator settings and train/validation/test splits.
+
+A scenario file (``envs/<name>.yaml``) is validated on load; every error names the file and the
+key.  Keys::
+
+    name: hetero-64                 # identifier (defaults to the file stem)
+    description: free text
+    cluster:                        # node groups (crius_gym.hardware.cluster.build_cluster)
+      - {gpu: a100, nodes: 4, gpus_per_node: 4, inter_link: ib-hdr, nics_per_node: 1}
+    framework: alpa                 # estimator framework profile and calibration
+    tuner: {max_gpus: 16, dominance_threshold: 0.05, ...}     # crius_gym.perf.tuner.TunerConfig
+    sim: {checkpoint_restore_s: 30}                            # crius_gym.sim.simulator.SimConfig
+    ground_truth: estimator         # or "measured" (Arena table where measured)
+    workload:
+      trace: testbed                # optional: an Arena trace name or a CSV path (own workload)
+      load: 0.7                     # offered load of synthetic traces (sets their arrival rate)
+      synthetic: {num_jobs: 120}    # crius_gym.workload.synthetic.SyntheticConfig overrides
+    splits: {seed: 0, train_episode_jobs: 60, validation_traces: 4, test_traces: 8}
+
+Synthetic traces of the three splits come from disjoint random streams (``split_rng``), so no
+training episode ever replays a validation or test trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.hardware.cluster import ClusterSpec, build_cluster
+from crius_gym.perf.calibration import get_calibration
+from crius_gym.perf.estimator import Estimator
+from crius_gym.perf.framework import get_framework
+from crius_gym.perf.tuner import Tuner, TunerConfig, layouts_for
+from crius_gym.sim.simulator import SimConfig, Simulator
+from crius_gym.sim.truth import EstimatorTruth, GroundTruth, MeasuredTruth
+from crius_gym.workload.job import Trace
+from crius_gym.workload.synthetic import (
+    SyntheticConfig,
+    generate,
+    interarrival_for_load,
+    split_rng,
+)
+
+Split = Literal["train", "val", "test"]
+ENVS_VAR = "CRIUS_GYM_ENVS"
+_TOP_KEYS = {
+    "name",
+    "description",
+    "cluster",
+    "framework",
+    "tuner",
+    "sim",
+    "ground_truth",
+    "workload",
+    "splits",
+}
+
+
+def scenario_dir() -> Path:
+    """Directory of scenario files: ``$CRIUS_GYM_ENVS`` or ``envs/`` of the repository."""
+    env = os.environ.get(ENVS_VAR)
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "envs"
+
+
+def list_scenarios() -> tuple[str, ...]:
+    """Names of the scenario files in :func:`scenario_dir`."""
+    return tuple(sorted(p.stem for p in scenario_dir().glob("*.yaml")))
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """How traces are split.
+
+    Attributes:
+        seed: root seed of every synthetic trace of the scenario.
+        train_episode_jobs: jobs per training episode (a fresh synthetic trace each).
+        validation_traces: synthetic validation traces.
+        test_traces: synthetic test traces.
+    """
+
+    seed: int = 0
+    train_episode_jobs: int = 60
+    validation_traces: int = 4
+    test_traces: int = 8
+
+    def __post_init__(self) -> None:
+        if self.train_episode_jobs < 1 or self.validation_traces < 0 or self.test_traces < 0:
+            raise ConfigError("splits: train_episode_jobs >= 1, trace counts >= 0")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A scenario's workload.
+
+    Attributes:
+        synthetic: generator settings (arrival gap overridden by ``load`` when set).
+        load: offered load of synthetic traces (fraction of the cluster's GPU-seconds).
+        trace: an Arena trace name (``philly``, ``venus``, ``pai``, ``testbed``) or CSV path.
+    """
+
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    load: float | None = None
+    trace: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.load is not None and not 0 < self.load <= 4:
+            raise ConfigError("workload.load must be in (0, 4]")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded scenario (see the module docstring for the file format).
+
+    Attributes:
+        name: identifier.
+        description: free text.
+        cluster: the cluster.
+        framework: estimator framework.
+        tuner: tuner settings.
+        sim: simulator settings.
+        ground_truth: ``estimator`` or ``measured``.
+        workload: workload settings.
+        splits: split settings.
+        path: the file it came from ("" when built in code).
+    """
+
+    name: str
+    description: str
+    cluster: ClusterSpec
+    framework: str = "alpa"
+    tuner: TunerConfig = field(default_factory=TunerConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
+    ground_truth: Literal["estimator", "measured"] = "estimator"
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    splits: SplitSpec = field(default_factory=SplitSpec)
+    path: str = ""
+    _memo: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+
+    # ------------------------------------------------------------------ building blocks
+    def make_tuner(self) -> Tuner:
+        """A fresh tuner (with an empty cache) for the scenario's cluster."""
+        est = Estimator(get_framework(self.framework), get_calibration(self.framework))
+        return Tuner(self.cluster, est, self.tuner)
+
+    def make_truth(
+        self, tuner: Tuner, ground_truth: str | None = None, data_dir: str | Path | None = None
+    ) -> GroundTruth:
+        """The ground truth (``ground_truth`` overrides the scenario's)."""
+        kind = ground_truth or self.ground_truth
+        if kind == "estimator":
+            return EstimatorTruth(tuner)
+        if kind == "measured":
+            from crius_gym.perf.measurements import load_public_measurements
+
+            return MeasuredTruth(tuner, load_public_measurements(data_dir))
+        raise UnknownNameError("ground truth", kind, ["estimator", "measured"])
+
+    def make_simulator(
+        self,
+        tuner: Tuner | None = None,
+        ground_truth: str | None = None,
+        data_dir: str | Path | None = None,
+    ) -> Simulator:
+        """A simulator of the scenario's cluster."""
+        tuner = tuner or self.make_tuner()
+        return Simulator(
+            self.cluster, tuner, self.make_truth(tuner, ground_truth, data_dir), self.sim
+        )
+
+    # ------------------------------------------------------------------ workloads
+    def synthetic_config(self, tuner: Tuner | None = None) -> SyntheticConfig:
+        """Generator settings with the arrival gap set from ``workload.load`` (if given)."""
+        load = self.workload.load
+        cfg = self.workload.synthetic
+        if load is None:
+            return cfg
+        if "job_gpu_s" not in self._memo:  # deterministic, so computed once per scenario
+            self._memo["job_gpu_s"] = _mean_job_gpu_seconds(self, tuner or self.make_tuner())
+        gap = interarrival_for_load(load, self.cluster.num_gpus, self._memo["job_gpu_s"])
+        return dataclasses.replace(cfg, mean_interarrival_s=gap)
+
+    def synthetic_trace(
+        self, split: Split, index: int, num_jobs: int | None = None, tuner: Tuner | None = None
+    ) -> Trace:
+        """Synthetic trace ``index`` of a split (deterministic)."""
+        cfg = self.synthetic_config(tuner)
+        if num_jobs is not None:
+            cfg = dataclasses.replace(cfg, num_jobs=num_jobs)
+        rng = split_rng(self.splits.seed, split, index)
+        return generate(cfg, rng, self.cluster.gpu_types, name=f"{self.name}-{split}-{index}")
+
+    def held_out_traces(
+        self, split: Literal["val", "test"], tuner: Tuner | None = None
+    ) -> list[Trace]:
+        """The synthetic validation or test traces."""
+        count = self.splits.validation_traces if split == "val" else self.splits.test_traces
+        tuner = tuner or self.make_tuner()
+        return [self.synthetic_trace(split, i, tuner=tuner) for i in range(count)]
+
+    def own_trace(self, data_dir: str | Path | None = None, tuner: Tuner | None = None) -> Trace:
+        """The scenario's own workload: its named trace, else synthetic test trace 0."""
+        ref = self.workload.trace
+        if ref is None:
+            return self.synthetic_trace("test", 0, tuner=tuner)
+        from crius_gym import datasets
+        from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
+
+        if ref in datasets.ARENA_TRACES:
+            return load_arena_trace(ref, data_dir)
+        return read_arena_trace(ref)
+
+
+def _mean_job_gpu_seconds(scenario: Scenario, tuner: Tuner, sample: int = 400) -> float:
+    """Mean GPU-seconds of a synthetic job on its requested GPUs (its best Cell otherwise)."""
+    cfg = dataclasses.replace(scenario.workload.synthetic, num_jobs=sample)
+    # Entropy (seed, 99, 0): split ids are 0-2, so this stream is disjoint from every split.
+    rng = np.random.default_rng(np.random.SeedSequence((scenario.splits.seed, 99, 0)))
+    trace = generate(cfg, rng, scenario.cluster.gpu_types)
+    total = []
+    for job in trace.jobs:
+        res = tuner.tune(job.model, job.global_batch)
+        if not res.feasible:
+            continue
+        best = res.candidates[0]
+        gpu_s = job.iterations * best.iter_time_s * best.num_gpus
+        t, n = job.requested_gpu_type, job.requested_gpus
+        if t in scenario.cluster.gpu_types and n:
+            for lay in layouts_for(scenario.cluster.group(t), n):
+                est = tuner.best_in_layout(job.model, job.global_batch, t, lay)
+                if est is not None:
+                    gpu_s = job.iterations * est.iter_time_s * n
+                    break
+        total.append(gpu_s)
+    if not total:
+        raise ConfigError(f"scenario {scenario.name}: no synthetic job fits the cluster")
+    return float(np.mean(total))
+
+
+# ---------------------------------------------------------------------------- loading
+def _section(raw: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = raw.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise InputFileError(path, "must be a mapping", field=key)
+    return dict(value)
+
+
+def _tuples(value: Any) -> Any:
+    """YAML lists → tuples, recursively (config dataclasses hold immutable tuples)."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _build(cls: type[Any], values: Mapping[str, Any], path: str, key: str) -> Any:
+    known = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+    for k in values:
+        if k not in known:
+            raise InputFileError(
+                path, f"unknown key; known: {', '.join(sorted(known))}", field=f"{key}.{k}"
+            )
+    try:
+        return cls(**{k: _tuples(v) for k, v in values.items()})
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise InputFileError(path, str(exc), field=key) from exc
+
+
+def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
+    """Validate a parsed scenario mapping.
+
+    Raises:
+        InputFileError: naming the file and the key at fault.
+    """
+    if not isinstance(raw, Mapping):
+        raise InputFileError(path, "a scenario file must be a YAML mapping")
+    for k in raw:
+        if k not in _TOP_KEYS:
+            raise InputFileError(
+                path, f"unknown key; known: {', '.join(sorted(_TOP_KEYS))}", field=str(k)
+            )
+    groups = raw.get("cluster")
+    if not isinstance(groups, list) or not groups:
+        raise InputFileError(path, "needs a non-empty list of node groups", field="cluster")
+    try:
+        cluster = build_cluster(groups)
+    except (ConfigError, UnknownNameError, TypeError) as exc:
+        raise InputFileError(path, str(exc), field="cluster") from exc
+    framework = str(raw.get("framework", "alpa"))
+    try:
+        get_framework(framework)
+        get_calibration(framework)
+    except UnknownNameError as exc:
+        raise InputFileError(path, str(exc), field="framework") from exc
+    truth = str(raw.get("ground_truth", "estimator"))
+    if truth not in ("estimator", "measured"):
+        raise InputFileError(path, "must be 'estimator' or 'measured'", field="ground_truth")
+    wl = _section(raw, "workload", path)
+    for k in wl:
+        if k not in ("trace", "load", "synthetic"):
+            raise InputFileError(
+                path, "unknown key; known: load, synthetic, trace", field=f"workload.{k}"
+            )
+    synthetic = _build(SyntheticConfig, wl.get("synthetic") or {}, path, "workload.synthetic")
+    try:
+        workload = WorkloadSpec(
+            synthetic=synthetic,
+            load=None if wl.get("load") is None else float(wl["load"]),
+            trace=None if wl.get("trace") is None else str(wl["trace"]),
+        )
+    except (ConfigError, ValueError) as exc:
+        raise InputFileError(path, str(exc), field="workload") from exc
+    return Scenario(
+        name=str(raw.get("name", default_name)),
+        description=str(raw.get("description", "")).strip(),
+        cluster=cluster,
+        framework=framework,
+        tuner=_build(TunerConfig, _section(raw, "tuner", path), path, "tuner"),
+        sim=_build(SimConfig, _section(raw, "sim", path), path, "sim"),
+        ground_truth=truth,  # type: ignore[arg-type]
+        workload=workload,
+        splits=_build(SplitSpec, _section(raw, "splits", path), path, "splits"),
+        path=path,
+    )
+
+
+@functools.cache
+def load_scenario(name_or_path: str) -> Scenario:
+    """Load ``envs/<name>.yaml`` or a scenario file path (cached: scenarios are immutable).
+
+    Raises:
+        UnknownNameError: no such scenario (listing the known ones).
+        InputFileError: the file is malformed (naming file and key).
+    """
+    p = Path(name_or_path)
+    if p.suffix not in (".yaml", ".yml"):
+        p = scenario_dir() / f"{name_or_path}.yaml"
+        if not p.is_file():
+            raise UnknownNameError("scenario", name_or_path, list_scenarios())
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputFileError(p, f"not valid YAML: {exc}") from exc
+    except OSError as exc:
+        raise InputFileError(p, f"cannot read: {exc}") from exc
+    return parse_scenario(raw, str(p), p.stem)
