@@ -139,6 +139,36 @@ class Simulator:
         return self._stopped
 
     @property
+    def jobs_in_system(self) -> int:
+        """Jobs arrived and neither finished nor rejected (waiting, paused or running)."""
+        return len(self._waiting) + len(self._active)
+
+    @property
+    def future_arrivals(self) -> int:
+        """Jobs of the trace not yet arrived."""
+        return self._future
+
+    @property
+    def has_future_events(self) -> bool:
+        """Whether waiting for the next event can change anything (arrivals or active jobs)."""
+        return bool(self._future or self._active)
+
+    @property
+    def allocator(self) -> Allocator:
+        """The live allocation state (read it; change it only through actions)."""
+        return self._alloc
+
+    @property
+    def waiting_indices(self) -> Sequence[int]:
+        """Trace indices of waiting jobs in arrival order."""
+        return self._waiting
+
+    @property
+    def active_indices(self) -> Sequence[int]:
+        """Trace indices of jobs holding GPUs, in arrival order."""
+        return sorted(self._active)
+
+    @property
     def records(self) -> Sequence[JobRecord]:
         """Job records by trace index (read-only use)."""
         return self._records

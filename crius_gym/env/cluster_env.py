@@ -1,0 +1,281 @@
+"""The Gymnasium environment: choose tuner-pruned Cells for waiting jobs, decision by decision.
+
+One step is one decision (DESIGN §6). Between decisions the simulator runs on; the agent is never
+asked when WAIT would be its only valid action. See :class:`CriusEnv` for the specification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from crius_gym.env.config import EnvConfig
+from crius_gym.env.decision import DecisionState, build_decision_state
+from crius_gym.env.features import ObservationEncoder
+from crius_gym.errors import ConfigError
+from crius_gym.perf.tuner import Tuner
+from crius_gym.sim.actions import Action, Preempt, Reconfigure, Start
+from crius_gym.sim.records import JobStatus
+from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.job import Trace
+
+#: Bump on any change to observations, actions, reward or dynamics (the registered ids carry it).
+ENV_VERSION = 0
+
+
+class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
+    """Schedule training jobs on a heterogeneous cluster by picking tuner-pruned Cells.
+
+    ## Description
+    A scenario's cluster runs a trace of training jobs in the event-driven simulator. At each
+    decision the agent sees a window of K waiting jobs (the first ``head_jobs`` in arrival
+    order, then the earliest later jobs that can start now), each with its tuner's top-C Cells
+    (GPU type, GPU count in a node layout, pipeline stages) and their estimated speed, memory and
+    time breakdown, plus the state of every GPU type.
+
+    ## Action space
+    ``Discrete(K·C + R·(C+1) + 1)``: start window job k on its Cell c (index k·C + c); with
+    ``reconfigure`` also, for each of the first R running jobs, move it to one of its top-C Cells
+    or preempt it; the last index is WAIT (run to the next arrival or completion). Invalid
+    actions act as WAIT (or, when nothing can happen any more, as a no-op) and are counted in
+    ``info["invalid_actions"]``. ``action_masks()`` and the ``action_mask`` observation key give
+    the valid actions; at least one is always valid.
+
+    ## Observation space
+    A flat ``Dict`` of float32 boxes in [0, 1] (see :mod:`crius_gym.env.features`) plus the
+    int8 ``action_mask``. Shapes depend only on the env settings, not on the cluster.
+
+    ## Rewards
+    ``jct`` (default): −(jobs in system) × Δt / ``reward_scale_s`` over every simulated interval
+    (none is ever skipped), which sums to −Σ JCT / scale over an episode that runs to completion.
+    ``throughput``: the completed fraction of every job gained in the interval.
+
+    ## Episodes
+    Training episodes (``reset()`` without options) are fresh synthetic traces of the scenario's
+    train split, drawn with the env's own RNG. ``reset(options={"split": "val"|"test", "index":
+    i})`` replays held-out trace i; ``reset(options={"trace": Trace})`` any trace. An episode
+    terminates when every job finished or was rejected (or nothing can happen any more); it is
+    truncated after ``max_decisions`` decisions. The final ``info`` carries the run's metrics.
+
+    ## Arguments
+    ``scenario`` (name or :class:`Scenario`), ``config`` (:class:`EnvConfig` or a mapping of its
+    fields), ``render_mode`` (``None`` or ``"ansi"``).
+
+    ## Version history
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "hetero-64",
+        config: EnvConfig | Mapping[str, Any] | None = None,
+        render_mode: str | None = None,
+        tuner: Tuner | None = None,
+    ) -> None:
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
+        self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        self.config = config if isinstance(config, EnvConfig) else EnvConfig(**(config or {}))
+        self.render_mode = render_mode
+        self.tuner = tuner or self.scenario.make_tuner()
+        self.sim = self.scenario.make_simulator(self.tuner)
+        synth = self.scenario.synthetic_config(self.tuner)
+        self.reward_scale_s = self.config.reward_scale_s or 10.0 * synth.mean_interarrival_s
+        self.encoder = ObservationEncoder(self.config, self.sim, self.reward_scale_s)
+        self.observation_space = self.encoder.space
+        self.action_space = gym.spaces.Discrete(self.config.num_actions)
+        self._state: DecisionState | None = None
+        self._trace: Trace | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _progress_total(self) -> float:
+        """Σ over jobs of their completed fraction, exact at ``now``."""
+        sim = self.sim
+        total = float(self._finished)
+        for i in sim.active_indices:
+            rec = sim.records[i]
+            done = rec.progress_iters
+            if rec.status is JobStatus.RUNNING:
+                done += (sim.now_s - rec.last_update_s) / rec.iter_time_s
+            total += min(1.0, done / rec.job.iterations)
+        for i in sim.waiting_indices:
+            rec = sim.records[i]
+            total += rec.progress_iters / rec.job.iterations
+        return total
+
+    def _advance_once(self) -> tuple[bool, float]:
+        """Run to the next decision point; (still going, reward of the interval)."""
+        sim = self.sim
+        t0, n0 = sim.now_s, sim.jobs_in_system
+        p0 = self._progress_total() if self.config.reward == "throughput" else 0.0
+        going = sim.advance()
+        self._finished = (
+            sum(1 for r in sim.records if r.status is JobStatus.FINISHED)
+            if self.config.reward == "throughput"
+            else self._finished
+        )
+        if self.config.reward == "jct":
+            reward = -n0 * (sim.now_s - t0) / self.reward_scale_s
+        else:
+            reward = self._progress_total() - p0
+        return going, reward
+
+    def _next_decision(self) -> tuple[float, bool]:
+        """Advance until the agent has a real choice; (reward gathered, episode over)."""
+        reward = 0.0
+        while True:
+            state = build_decision_state(self.sim, self.config)
+            if state.has_choice:
+                self._state = state
+                return reward, False
+            if not state.wait_valid:
+                self._state = state
+                return reward, True
+            going, r = self._advance_once()
+            reward += r
+            self._decisions_now = 0
+            if not going:
+                self._state = build_decision_state(self.sim, self.config)
+                return reward, True
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        assert self._state is not None
+        return self.encoder.encode(self._state, self._decisions_now)
+
+    def _decode(self, action: int) -> Action | None:
+        """The simulator action of a valid index (None for WAIT)."""
+        cfg, st = self.config, self._state
+        assert st is not None
+        k, c = cfg.window_jobs, cfg.cells_per_job
+        if action < cfg.start_actions:
+            job, cell = st.window[action // c], st.cells[action // c][action % c]
+            return Start(job.job.job_id, cell.cell, None, cfg.tuning)
+        if action < cfg.start_actions + cfg.running_actions:
+            r, j = divmod(action - k * c, c + 1)
+            rec = st.running[r]
+            if j == c:
+                return Preempt(rec.job.job_id)
+            return Reconfigure(rec.job.job_id, st.run_cells[r][j].cell, None, cfg.tuning)
+        return None
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "invalid_action": invalid,
+            "invalid_actions": self._invalid,
+            "decisions": self._decisions,
+            "sim_time_s": self.sim.now_s,
+            "waiting": len(self.sim.waiting_indices),
+            "running": len(self.sim.active_indices),
+        }
+        return info
+
+    # ------------------------------------------------------------------ gymnasium API
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now (bool, never all False)."""
+        assert self._state is not None, "reset() first"
+        return self._state.mask.copy()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode (see the class docstring for ``options``)."""
+        super().reset(seed=seed)
+        opts = options or {}
+        if "trace" in opts:
+            trace = opts["trace"]
+        elif opts.get("split") in ("val", "test"):
+            trace = self.scenario.synthetic_trace(
+                opts["split"], int(opts.get("index", 0)), tuner=self.tuner
+            )
+        else:
+            index = int(self.np_random.integers(0, 2**31 - 1))
+            trace = self.scenario.synthetic_trace(
+                "train", index, num_jobs=self.scenario.splits.train_episode_jobs, tuner=self.tuner
+            )
+        self._trace = trace
+        self.sim.reset(trace)
+        self._invalid = 0
+        self._decisions = 0
+        self._decisions_now = 0
+        self._finished = 0
+        self._episode_reward = 0.0
+        self._last_result: RunResult | None = None
+        reward, done = self._next_decision()
+        self._episode_reward += reward
+        self._pending_reward = reward  # time before the first decision is charged on step 1
+        self._done_at_reset = done
+        return self._obs(), self._info(False)
+
+    def step(
+        self, action: int
+    ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply one decision and run on to the next (see the class docstring)."""
+        assert self._state is not None, "reset() first"
+        a = int(action)
+        state = self._state
+        invalid = not (0 <= a < len(state.mask) and state.mask[a])
+        reward = self._pending_reward
+        self._pending_reward = 0.0
+        self._decisions += 1
+        terminated = self._done_at_reset
+        if not terminated:
+            sim_action = None if invalid else self._decode(a)
+            if invalid:
+                self._invalid += 1
+            if sim_action is not None:
+                self.sim.apply([sim_action])
+                self._decisions_now += 1
+                r, terminated = self._next_decision()
+                reward += r
+            elif state.wait_valid:
+                going, r = self._advance_once()
+                reward += r
+                self._decisions_now = 0
+                if going:
+                    r, terminated = self._next_decision()
+                    reward += r
+                else:
+                    terminated = True
+                    self._state = build_decision_state(self.sim, self.config)
+            else:  # invalid with nothing left to wait for: a no-op
+                terminated = not state.has_choice
+        self._episode_reward += reward
+        truncated = not terminated and self._decisions >= self.config.max_decisions
+        info = self._info(invalid)
+        if terminated or truncated:
+            result = self.sim.result("agent")
+            self._last_result = result
+            info.update(result.summary.as_dict())
+            info["episode_metrics"] = result.summary.as_dict()
+            info["trace"] = result.trace
+        return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    def episode_result(self) -> RunResult | None:
+        """The finished episode's full result (per-job rows, time series), if it ended."""
+        return self._last_result
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """A text dump of the decision (``ansi``)."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        st = self._state
+        lines = [
+            f"t={st.now_s:,.0f}s waiting={st.waiting_total} running="
+            f"{len(self.sim.active_indices)} busy={self.sim.allocator.busy_gpus()}/"
+            f"{self.sim.cluster.num_gpus} GPUs"
+        ]
+        for i, (rec, cells) in enumerate(zip(st.window, st.cells, strict=True)):
+            opts = ", ".join(
+                f"{'*' if st.fits[i, j] else ' '}{ce.cell} {ce.iter_time_s:.2f}s"
+                for j, ce in enumerate(cells)
+            )
+            lines.append(
+                f"  [{i}] {rec.job.job_id} {rec.job.model.name}/{rec.job.global_batch}: {opts}"
+            )
+        return "\n".join(lines)

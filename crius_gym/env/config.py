@@ -1,0 +1,74 @@
+"""Environment settings (a frozen dataclass, validated on construction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from crius_gym.errors import ConfigError
+from crius_gym.sim.actions import TuningMode
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Settings of :class:`crius_gym.env.cluster_env.CriusEnv`.
+
+    Attributes:
+        window_jobs: K, waiting jobs shown to the agent.
+        cells_per_job: C, candidate Cells per job (the tuner's top C).
+        head_jobs: the window holds the first ``head_jobs`` waiting jobs in arrival order, then
+            fills with the earliest later jobs that have a fitting Cell (a split window, so a
+            blocked head never hides runnable jobs).
+        max_gpu_types: per-GPU-type features are padded to this many types.
+        reconfigure: also act on running jobs: reconfigure one of the first ``running_jobs``
+            running jobs to one of its top-C Cells (shrink, grow, change type), or preempt it.
+        running_jobs: R, running jobs shown when ``reconfigure`` is on.
+        reward: ``jct`` (−jobs in system × Δt / scale; sums to −ΣJCT/scale) or ``throughput``
+            (Σ normalised progress of jobs: each job contributes its completed fraction).
+        reward_scale_s: seconds per unit of the JCT reward (None: 10 × the scenario's mean
+            synthetic inter-arrival gap).
+        max_decisions: episode truncation guard (agent decisions).
+        tuning: tuning mode of the agent's starts and reconfigurations.
+    """
+
+    window_jobs: int = 8
+    cells_per_job: int = 4
+    head_jobs: int = 4
+    max_gpu_types: int = 8
+    reconfigure: bool = False
+    running_jobs: int = 8
+    reward: Literal["jct", "throughput"] = "jct"
+    reward_scale_s: float | None = None
+    max_decisions: int = 20_000
+    tuning: TuningMode = "pruned"
+
+    def __post_init__(self) -> None:
+        if self.window_jobs < 1 or self.cells_per_job < 1 or self.running_jobs < 1:
+            raise ConfigError("env: window_jobs, cells_per_job and running_jobs must be >= 1")
+        if not 0 <= self.head_jobs <= self.window_jobs:
+            raise ConfigError("env: head_jobs must be in [0, window_jobs]")
+        if self.max_gpu_types < 1:
+            raise ConfigError("env: max_gpu_types must be >= 1")
+        if self.reward not in ("jct", "throughput"):
+            raise ConfigError("env: reward must be 'jct' or 'throughput'")
+        if self.reward_scale_s is not None and self.reward_scale_s <= 0:
+            raise ConfigError("env: reward_scale_s must be > 0")
+        if self.max_decisions < 1:
+            raise ConfigError("env: max_decisions must be >= 1")
+        if self.tuning not in ("pruned", "full", "none"):
+            raise ConfigError("env: tuning must be pruned, full or none")
+
+    @property
+    def start_actions(self) -> int:
+        """K·C."""
+        return self.window_jobs * self.cells_per_job
+
+    @property
+    def running_actions(self) -> int:
+        """R·(C + 1) when reconfiguring (C Cells + preempt per running job), else 0."""
+        return self.running_jobs * (self.cells_per_job + 1) if self.reconfigure else 0
+
+    @property
+    def num_actions(self) -> int:
+        """Size of the flat Discrete action space (the last action is WAIT)."""
+        return self.start_actions + self.running_actions + 1
