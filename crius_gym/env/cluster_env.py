@@ -69,7 +69,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     * v0: initial version.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(
         self,
@@ -88,10 +88,17 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         synth = self.scenario.synthetic_config(self.tuner)
         self.reward_scale_s = self.config.reward_scale_s or 10.0 * synth.mean_interarrival_s
         self.encoder = ObservationEncoder(self.config, self.sim, self.reward_scale_s)
-        self.observation_space = self.encoder.space
-        self.action_space = gym.spaces.Discrete(self.config.num_actions)
+        self.observation_space = self.encoder.space  # type: ignore[assignment]
+        self.action_space = gym.spaces.Discrete(self.config.num_actions)  # type: ignore[assignment]
         self._state: DecisionState | None = None
         self._trace: Trace | None = None
+        self._finished = 0
+        self._invalid = 0
+        self._decisions = 0
+        self._decisions_now = 0
+        self._pending_reward = 0.0
+        self._done_at_reset = False
+        self._last_result: RunResult | None = None
 
     # ------------------------------------------------------------------ helpers
     def _progress_total(self) -> float:
@@ -205,7 +212,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._decisions_now = 0
         self._finished = 0
         self._episode_reward = 0.0
-        self._last_result: RunResult | None = None
+        self._last_result = None
         reward, done = self._next_decision()
         self._episode_reward += reward
         self._pending_reward = reward  # time before the first decision is charged on step 1
@@ -260,7 +267,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """The finished episode's full result (per-job rows, time series), if it ended."""
         return self._last_result
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """A text dump of the decision (``ansi``)."""
         if self.render_mode != "ansi" or self._state is None:
             return None
