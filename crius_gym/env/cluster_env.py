@@ -122,6 +122,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         t0, n0 = sim.now_s, sim.jobs_in_system
         p0 = self._progress_total() if self.config.reward == "throughput" else 0.0
         going = sim.advance()
+        if going:
+            sim.decisions += 1  # a simulator decision point, as counted by Simulator.run
         self._finished = (
             sum(1 for r in sim.records if r.status is JobStatus.FINISHED)
             if self.config.reward == "throughput"
@@ -133,12 +135,18 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             reward = self._progress_total() - p0
         return going, reward
 
-    def _next_decision(self) -> tuple[float, bool]:
-        """Advance until the agent has a real choice; (reward gathered, episode over)."""
+    def _next_decision(self, fresh: bool = False) -> tuple[float, bool]:
+        """Advance until the agent has a real choice; (reward gathered, episode over).
+
+        With ``stop_at_every_event`` the agent is consulted at every decision point and, after
+        an action, again at the same instant: only WAIT moves time. ``fresh``: the current
+        instant has not been shown to the agent yet (or it just acted there).
+        """
         reward = 0.0
+        every = self.config.stop_at_every_event
         while True:
             state = build_decision_state(self.sim, self.config)
-            if state.has_choice:
+            if state.has_choice or (every and fresh and state.wait_valid):
                 self._state = state
                 return reward, False
             if not state.wait_valid:
@@ -147,6 +155,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             going, r = self._advance_once()
             reward += r
             self._decisions_now = 0
+            fresh = True
             if not going:
                 self._state = build_decision_state(self.sim, self.config)
                 return reward, True
@@ -154,6 +163,10 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     def _obs(self) -> dict[str, np.ndarray]:
         assert self._state is not None
         return self.encoder.encode(self._state, self._decisions_now)
+
+    def current_observation(self) -> dict[str, np.ndarray]:
+        """The observation of the current decision (e.g. after :meth:`apply_external`)."""
+        return self._obs()
 
     def _decode(self, action: int) -> Action | None:
         """The simulator action of a valid index (None for WAIT)."""
@@ -226,11 +239,12 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         assert self._state is not None, "reset() first"
         a = int(action)
         state = self._state
-        invalid = not (0 <= a < len(state.mask) and state.mask[a])
+        stalled = not state.has_choice and not state.wait_valid
+        invalid = not stalled and not (0 <= a < len(state.mask) and state.mask[a])
         reward = self._pending_reward
         self._pending_reward = 0.0
         self._decisions += 1
-        terminated = self._done_at_reset
+        terminated = self._done_at_reset or stalled
         if not terminated:
             sim_action = None if invalid else self._decode(a)
             if invalid:
@@ -238,14 +252,14 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             if sim_action is not None:
                 self.sim.apply([sim_action])
                 self._decisions_now += 1
-                r, terminated = self._next_decision()
+                r, terminated = self._next_decision(fresh=True)
                 reward += r
             elif state.wait_valid:
                 going, r = self._advance_once()
                 reward += r
                 self._decisions_now = 0
                 if going:
-                    r, terminated = self._next_decision()
+                    r, terminated = self._next_decision(fresh=True)
                     reward += r
                 else:
                     terminated = True
@@ -262,6 +276,53 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             info["episode_metrics"] = result.summary.as_dict()
             info["trace"] = result.trace
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    # ------------------------------------------------------------------ drivers
+    @property
+    def decision_points(self) -> int:
+        """Simulator decision points reached in this episode (arrival/completion instants)."""
+        return self.sim.decisions
+
+    def action_index(self, action: Action) -> int | None:
+        """The env action expressing a simulator action now, or None if it cannot.
+
+        A Start is expressible when its job is in the window and its Cell among the job's
+        candidates (with no extra plan constraints); a Reconfigure or Preempt when the env has
+        the running-job block and the job is among the running jobs shown.
+        """
+        st, cfg = self._state, self.config
+        assert st is not None
+        c = cfg.cells_per_job
+        if isinstance(action, Start | Reconfigure) and action.tuning != cfg.tuning:
+            return None  # the env's actions pay its own tuning mode
+        if isinstance(action, Start) and action.constraints is None:
+            for k, rec in enumerate(st.window):
+                if rec.job.job_id == action.job_id:
+                    for j, ce in enumerate(st.cells[k]):
+                        if ce.cell == action.cell and st.fits[k, j]:
+                            return k * c + j
+            return None
+        if cfg.reconfigure and isinstance(action, Preempt | Reconfigure):
+            for r, rec in enumerate(st.running):
+                if rec.job.job_id != action.job_id:
+                    continue
+                base = cfg.start_actions + r * (c + 1)
+                if isinstance(action, Preempt):
+                    return base + c
+                if action.constraints is None:
+                    for j, ce in enumerate(st.run_cells[r]):
+                        if ce.cell == action.cell and st.run_valid[r, j]:
+                            return base + j
+        return None
+
+    def apply_external(self, actions: list[Action]) -> None:
+        """Apply simulator actions the action space cannot express, at the current instant.
+
+        Used by drivers that run a rule-based policy through the env (parity tests, imitation).
+        Time does not move; the decision state is rebuilt.
+        """
+        self.sim.apply(actions)
+        self._state = build_decision_state(self.sim, self.config)
 
     def episode_result(self) -> RunResult | None:
         """The finished episode's full result (per-job rows, time series), if it ended."""

@@ -29,6 +29,10 @@ class EnvConfig:
             synthetic inter-arrival gap).
         max_decisions: episode truncation guard (agent decisions).
         tuning: tuning mode of the agent's starts and reconfigurations.
+        stop_at_every_event: consult the agent at every simulator decision point (even when
+            WAIT is the only valid action), and let only WAIT advance time. Off for training;
+            on to drive the env with a rule-based policy exactly as the simulator would
+            (parity tests, imitation).
     """
 
     window_jobs: int = 8
@@ -41,6 +45,7 @@ class EnvConfig:
     reward_scale_s: float | None = None
     max_decisions: int = 20_000
     tuning: TuningMode = "pruned"
+    stop_at_every_event: bool = False
 
     def __post_init__(self) -> None:
         if self.window_jobs < 1 or self.cells_per_job < 1 or self.running_jobs < 1:

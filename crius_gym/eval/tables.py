@@ -76,8 +76,10 @@ def aggregate(
             mine = g.set_index("trace")
             common = mine.index.intersection(ref.index)
             for c in ("avg_jct_s", "avg_queueing_s", "avg_throughput"):
-                rel = 100 * (mine.loc[common, c] / ref.loc[common, c] - 1)
-                row[f"{c}_vs_{reference}_pct"] = mean_ci(rel.tolist())[0]
+                base = ref.loc[common, c]
+                # A change relative to zero is undefined: those traces are left out.
+                rel = 100 * (mine.loc[common, c] / base.where(base > 0) - 1)
+                row[f"{c}_vs_{reference}_pct"] = mean_ci(rel.dropna().tolist())[0]
         out.append(row)
     return pd.DataFrame(out)
 

@@ -1,0 +1,1 @@
+"""RL: MaskablePPO factory, policy networks, callbacks, imitation warm start, policy adapters."""

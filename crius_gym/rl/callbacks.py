@@ -1,0 +1,226 @@
+"""Training callbacks: scheduling metrics, validation against Crius, checkpoints, progress."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
+
+from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.rl.agent import run_model
+from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.job import Trace
+
+EPISODE_KEYS = (
+    "avg_jct_s",
+    "avg_queueing_s",
+    "avg_throughput",
+    "finished",
+    "unfinished",
+    "rejected",
+    "makespan_s",
+)
+
+
+class SchedMetricsCallback(BaseCallback):
+    """Logs the scheduling metrics of finished training episodes under ``sched/``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._episodes: list[dict[str, float]] = []
+
+    def _on_step(self) -> bool:
+        for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
+            if done and "episode_metrics" in info:
+                m = dict(info["episode_metrics"])
+                m["invalid_actions"] = info.get("invalid_actions", 0)
+                self._episodes.append(m)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if not self._episodes:
+            return
+        for key in (*EPISODE_KEYS, "invalid_actions"):
+            vals = [float(e[key]) for e in self._episodes if not math.isnan(float(e[key]))]
+            if vals:
+                self.logger.record(f"sched/{key}", float(np.mean(vals)))
+        self.logger.record("sched/episodes", len(self._episodes))
+        self._episodes = []
+
+
+def mean_metric(results: Sequence[RunResult], key: str) -> float:
+    """Mean over runs of a summary field (NaN-aware)."""
+    vals = [float(getattr(r.summary, key)) for r in results]
+    vals = [v for v in vals if not math.isnan(v)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+class ValidationCallback(BaseCallback):
+    """Validates every ``eval_freq`` timesteps against a heuristic, keeping the best model.
+
+    The policy runs masked and deterministic on validation traces; the reference heuristic's
+    results on the same traces are the comparison. The best model minimises (unfinished jobs,
+    average JCT), so a policy cannot look good by leaving work unfinished.
+
+    Args:
+        env: an evaluation env (same scenario and settings as training).
+        traces: validation traces.
+        reference: the heuristic's results on the same traces (same order).
+        eval_freq: timesteps between evaluations.
+        save_dir: where ``best_model.zip`` and ``evaluations.csv`` go.
+    """
+
+    def __init__(
+        self,
+        env: CriusEnv,
+        traces: Sequence[Trace],
+        reference: Sequence[RunResult],
+        eval_freq: int,
+        save_dir: Path,
+    ) -> None:
+        super().__init__()
+        self.env = env
+        self.traces = list(traces)
+        self.reference = list(reference)
+        self.eval_freq = eval_freq
+        self.save_dir = save_dir
+        self.best: tuple[float, float] = (math.inf, math.inf)
+        self.rows: list[dict[str, Any]] = []
+        self._next = eval_freq
+
+    def _init_callback(self) -> None:
+        self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+        path = self.save_dir / "evaluations.csv"
+        if path.exists():  # a resumed run keeps its history and its best
+            old = pd.read_csv(path)
+            self.rows = old.to_dict("records")
+            if len(old):
+                ok = old.sort_values(["eval_unfinished", "eval_avg_jct_s"]).iloc[0]
+                self.best = (float(ok["eval_unfinished"]), float(ok["eval_avg_jct_s"]))
+
+    def evaluate(self) -> dict[str, float]:
+        """Run the current policy on the validation traces."""
+        results, invalid = [], 0
+        for trace in self.traces:
+            res, bad = run_model(self.model, self.env, trace)  # type: ignore[arg-type]
+            results.append(res)
+            invalid += bad
+        ref = self.reference
+        out = {
+            "timesteps": float(self.num_timesteps),
+            "eval_avg_jct_s": mean_metric(results, "avg_jct_s"),
+            "eval_avg_queueing_s": mean_metric(results, "avg_queueing_s"),
+            "eval_avg_throughput": mean_metric(results, "avg_throughput"),
+            "eval_unfinished": float(sum(r.summary.unfinished for r in results)),
+            "eval_invalid_actions": float(invalid),
+            "ref_avg_jct_s": mean_metric(ref, "avg_jct_s"),
+            "ref_avg_throughput": mean_metric(ref, "avg_throughput"),
+        }
+        out["eval_jct_vs_ref"] = out["eval_avg_jct_s"] / out["ref_avg_jct_s"]
+        out["eval_throughput_vs_ref"] = out["eval_avg_throughput"] / out["ref_avg_throughput"]
+        return out
+
+    def _on_training_start(self) -> None:
+        if self.num_timesteps == 0:  # the starting point (e.g. the warm start) on the curve
+            self._record()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps < self._next:
+            return True
+        self._next += self.eval_freq
+        self._record()
+        return True
+
+    def _record(self) -> None:
+        m = self.evaluate()
+        for key, value in m.items():
+            if key.startswith("eval_"):
+                name = key[5:].replace("_vs_ref", "_vs_crius")
+                self.logger.record(f"eval/{name}", value)
+        self.logger.record("eval/crius_avg_jct_s", m["ref_avg_jct_s"])
+        self.rows.append(m)
+        with atomic_path(self.save_dir / "evaluations.csv") as tmp:
+            pd.DataFrame(self.rows).to_csv(tmp, index=False)
+        score = (m["eval_unfinished"], m["eval_avg_jct_s"])
+        if score < self.best:
+            self.best = score
+            with atomic_path(self.save_dir / "best_model.zip") as tmp:
+                self.model.save(tmp)
+            atomic_write_text(
+                self.save_dir / "best.yaml", "".join(f"{k}: {v}\n" for k, v in m.items())
+            )
+        self.logger.dump(self.num_timesteps)
+
+
+class CheckpointCallback(BaseCallback):
+    """Saves ``checkpoints/model_<steps>.zip`` atomically every ``freq`` timesteps (keeps 2)."""
+
+    def __init__(self, freq: int, save_dir: Path) -> None:
+        super().__init__()
+        self.freq = freq
+        self.dir = save_dir / "checkpoints"
+        self._next = freq
+
+    def _init_callback(self) -> None:
+        self._next = (self.num_timesteps // self.freq + 1) * self.freq
+
+    def save_now(self) -> Path:
+        """Save a checkpoint at the current step and prune old ones."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"model_{self.num_timesteps}.zip"
+        with atomic_path(path) as tmp:
+            self.model.save(tmp)
+        for old in sorted(self.dir.glob("model_*.zip"), key=lambda p: int(p.stem.split("_")[1]))[
+            :-2
+        ]:
+            old.unlink()
+        return path
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next:
+            self._next += self.freq
+            self.save_now()
+        return True
+
+
+def latest_checkpoint(save_dir: Path) -> Path | None:
+    """The newest checkpoint of a run, if any."""
+    ckpts = sorted(
+        (save_dir / "checkpoints").glob("model_*.zip"), key=lambda p: int(p.stem.split("_")[1])
+    )
+    return ckpts[-1] if ckpts else None
+
+
+class ProgressCallback(BaseCallback):
+    """A tqdm bar over timesteps."""
+
+    def __init__(self, total: int, enabled: bool = True) -> None:
+        super().__init__()
+        self.total = total
+        self.enabled = enabled
+        self.bar: tqdm | None = None
+
+    def _on_training_start(self) -> None:
+        self.bar = tqdm(
+            total=self.total,
+            initial=min(self.num_timesteps, self.total),
+            unit="step",
+            desc="training",
+            disable=not self.enabled,
+        )
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(self.num_timesteps - self.bar.n)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

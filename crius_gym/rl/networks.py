@@ -1,0 +1,237 @@
+"""A policy network that scores every (job, Cell) row with shared weights.
+
+The default SB3 head maps a flat observation to one logit per action slot, so slot i's weights
+are tied to whatever job happens to sit in slot i.  :class:`RowScorerPolicy` instead encodes each
+window job and each candidate Cell with the same small networks and scores the pair, so the
+policy is permutation-equivariant over the window and over the Cells (RLScheduler's "kernel"
+network, §4.4 of ``notes/rl-ecosystem.md``): reordering jobs reorders their logits.  WAIT and the
+value come from a context that pools over jobs and GPU types.
+
+The table layout (K, C, G, R) is recovered from the observation space, so the policy needs no
+extra arguments and works with any :class:`~crius_gym.env.config.EnvConfig`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+from crius_gym.env.features import (
+    CELL_FEATURES_BASE,
+    GLOBAL_FEATURES,
+    JOB_FEATURES,
+    TYPE_FEATURES,
+)
+
+TABLE_KEYS = ("jobs", "cells", "running", "running_cells", "cluster", "globals")
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Sizes of the observation tables.
+
+    Attributes:
+        jobs: K.
+        cells: C.
+        types: G.
+        running: R (0 without the running-job block).
+        cell_features: features per Cell row.
+        offsets: (start, end) of each key in the flat feature vector.
+    """
+
+    jobs: int
+    cells: int
+    types: int
+    running: int
+    cell_features: int
+    offsets: dict[str, tuple[int, int]]
+
+    @property
+    def num_actions(self) -> int:
+        """K·C + R·(C+1) + 1."""
+        return self.jobs * self.cells + self.running * (self.cells + 1) + 1
+
+    @classmethod
+    def from_space(cls, space: spaces.Dict) -> TableLayout:
+        """Infer the layout from the env's observation space."""
+        size = {k: int(np.prod(space[k].shape or (0,))) for k in TABLE_KEYS if k in space.spaces}
+        g = size["cluster"] // len(TYPE_FEATURES)
+        n_cell = len(CELL_FEATURES_BASE) + g
+        k = size["jobs"] // len(JOB_FEATURES)
+        c = size["cells"] // (k * n_cell)
+        r = size.get("running", 0) // len(JOB_FEATURES)
+        offsets, start = {}, 0
+        for key in TABLE_KEYS:
+            if key in size:
+                offsets[key] = (start, start + size[key])
+                start += size[key]
+        return cls(jobs=k, cells=c, types=g, running=r, cell_features=n_cell, offsets=offsets)
+
+
+class TableExtractor(BaseFeaturesExtractor):
+    """Concatenates the table keys in a fixed order (the action mask is left out)."""
+
+    def __init__(self, observation_space: spaces.Dict) -> None:
+        layout = TableLayout.from_space(observation_space)
+        super().__init__(observation_space, features_dim=max(e for _, e in layout.offsets.values()))
+        self.layout = layout
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Flat features (batch, features_dim)."""
+        return torch.cat([observations[k].float() for k in TABLE_KEYS if k in observations], 1)
+
+
+def _mlp(sizes: list[int], final_activation: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
+        layers.append(nn.Linear(a, b))
+        if final_activation or i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def _masked_mean(x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    """Mean over rows (dim 1) of the present rows; zeros when none."""
+    w = present.unsqueeze(-1)
+    return (x * w).sum(1) / w.sum(1).clamp(min=1.0)
+
+
+class RowScorer(nn.Module):
+    """Scores actions from tables; used as SB3's ``mlp_extractor``.
+
+    Its actor output is already one logit per action (so the policy's ``action_net`` is the
+    identity); its critic output is a pooled context of width ``hidden``.
+    """
+
+    def __init__(self, layout: TableLayout, hidden: int = 128) -> None:
+        super().__init__()
+        self.layout = layout
+        self.latent_dim_pi = layout.num_actions
+        self.latent_dim_vf = hidden
+        h = hidden
+        self.type_enc = _mlp([len(TYPE_FEATURES), h])
+        self.ctx = _mlp([h + len(GLOBAL_FEATURES), h, h])
+        self.job_enc = _mlp([len(JOB_FEATURES), h, h])
+        self.cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
+        self.wait_score = _mlp([2 * h, h, 1], final_activation=False)
+        if layout.running:
+            self.run_enc = _mlp([len(JOB_FEATURES), h, h])
+            self.run_cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
+            self.preempt_score = _mlp([2 * h, h, 1], final_activation=False)
+        self.value = _mlp([3 * h, h])
+
+    def _table(self, x: torch.Tensor, key: str, rows: int) -> torch.Tensor:
+        a, b = self.layout.offsets[key]
+        return x[:, a:b].reshape(x.shape[0], rows, (b - a) // rows)
+
+    def _encode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        lay = self.layout
+        types = self._table(x, "cluster", lay.types)
+        gl = self._table(x, "globals", 1)[:, 0]
+        type_ctx = _masked_mean(self.type_enc(types), types[..., 0])
+        ctx = self.ctx(torch.cat([type_ctx, gl], 1))
+        jobs = self._table(x, "jobs", lay.jobs)
+        job_emb = self.job_enc(jobs)
+        return {
+            "ctx": ctx,
+            "jobs": jobs,
+            "job_emb": job_emb,
+            "pooled": _masked_mean(job_emb, jobs[..., 0]),
+        }
+
+    def _pair_logits(
+        self,
+        x: torch.Tensor,
+        key: str,
+        rows: int,
+        emb: torch.Tensor,
+        ctx: torch.Tensor,
+        scorer: nn.Module,
+    ) -> torch.Tensor:
+        c = self.layout.cells
+        cells = self._table(x, key, rows * c).reshape(x.shape[0], rows, c, -1)
+        h = emb.shape[-1]
+        pair = torch.cat(
+            [
+                cells,
+                emb.unsqueeze(2).expand(-1, -1, c, h),
+                ctx[:, None, None, :].expand(-1, rows, c, h),
+            ],
+            -1,
+        )
+        logits: torch.Tensor = scorer(pair).squeeze(-1).reshape(x.shape[0], rows * c)
+        return logits
+
+    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
+        """One logit per action."""
+        e = self._encode(features)
+        lay = self.layout
+        parts = [
+            self._pair_logits(features, "cells", lay.jobs, e["job_emb"], e["ctx"], self.cell_score)
+        ]
+        if lay.running:
+            run = self._table(features, "running", lay.running)
+            run_emb = self.run_enc(run)
+            cells = self._pair_logits(
+                features, "running_cells", lay.running, run_emb, e["ctx"], self.run_cell_score
+            ).reshape(-1, lay.running, lay.cells)
+            pre = self.preempt_score(
+                torch.cat([run_emb, e["ctx"].unsqueeze(1).expand(-1, lay.running, -1)], -1)
+            )
+            parts.append(torch.cat([cells, pre], -1).reshape(features.shape[0], -1))
+        parts.append(self.wait_score(torch.cat([e["ctx"], e["pooled"]], 1)))
+        return torch.cat(parts, 1)
+
+    def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
+        """Value latent."""
+        e = self._encode(features)
+        best = (e["job_emb"] * e["jobs"][..., :1]).amax(1)
+        out: torch.Tensor = self.value(torch.cat([e["ctx"], e["pooled"], best], 1))
+        return out
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor logits, critic latent)."""
+        return self.forward_actor(features), self.forward_critic(features)
+
+
+class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
+    """MaskablePPO policy with the row-scoring network (pass ``hidden`` in policy_kwargs)."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        action_space: spaces.Discrete,
+        lr_schedule: Callable[[float], float],
+        hidden: int = 128,
+        **kwargs: Any,
+    ) -> None:
+        self.hidden = hidden
+        kwargs.setdefault("features_extractor_class", TableExtractor)
+        kwargs.pop("net_arch", None)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        layout = TableLayout.from_space(self.observation_space)  # type: ignore[arg-type]
+        self.mlp_extractor = RowScorer(layout, self.hidden)  # type: ignore[assignment]
+
+    def _build(self, lr_schedule: Callable[[float], float]) -> None:
+        super()._build(lr_schedule)
+        # The extractor already emits one logit per action: no linear head on top.
+        self.action_net = nn.Identity()
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data["hidden"] = self.hidden
+        return data

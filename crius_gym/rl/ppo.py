@@ -1,0 +1,164 @@
+"""MaskablePPO set-up: hyperparameters from ``agents/ppo.yaml`` and the model factory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.vec_env import VecEnv
+
+from crius_gym.errors import ConfigError, InputFileError
+from crius_gym.rl.networks import RowScorerPolicy
+
+DEFAULT_AGENTS_FILE = Path(__file__).resolve().parents[2] / "agents" / "ppo.yaml"
+PPO_KEYS = (
+    "learning_rate",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+)
+
+
+@dataclass(frozen=True)
+class PPOHyperparams:
+    """One resolved hyperparameter block (see ``agents/ppo.yaml`` for the meaning of each)."""
+
+    policy: Literal["rowwise", "mlp"] = "rowwise"
+    policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    total_timesteps: int = 120_000
+    n_envs: int = 4
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    learning_rate: float = 3e-4
+    n_steps: int = 512
+    batch_size: int = 256
+    n_epochs: int = 5
+    gamma: float = 0.995
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    warm_start: Literal["none", "crius"] = "crius"
+    bc_episodes: int = 24
+    bc_epochs: int = 8
+    eval_freq: int = 20_000
+    eval_traces: int = 4
+    checkpoint_freq: int = 20_000
+    env: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("rowwise", "mlp"):
+            raise ConfigError("policy must be rowwise or mlp")
+        if self.vec_env not in ("dummy", "subproc"):
+            raise ConfigError("vec_env must be dummy or subproc")
+        if self.warm_start not in ("none", "crius"):
+            raise ConfigError("warm_start must be none or crius")
+        for name in (
+            "total_timesteps",
+            "n_envs",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+            "eval_freq",
+            "eval_traces",
+            "checkpoint_freq",
+        ):
+            if getattr(self, name) < (0 if name in ("eval_traces",) else 1):
+                raise ConfigError(f"{name} must be positive")
+        if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
+            raise ConfigError("gamma and gae_lambda must be in (0, 1]")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain mapping (for the saved config)."""
+        d = asdict(self)
+        d["policy_kwargs"] = dict(self.policy_kwargs)
+        d["env"] = dict(self.env)
+        return d
+
+    def ppo_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of MaskablePPO."""
+        return {k: getattr(self, k) for k in PPO_KEYS}
+
+
+def _parse_value(text: str) -> Any:
+    return yaml.safe_load(text)
+
+
+def resolve_hyperparams(
+    scenario: str, path: str | Path = DEFAULT_AGENTS_FILE, overrides: Sequence[str] = ()
+) -> PPOHyperparams:
+    """``default`` ← the scenario's block ← ``key=value`` overrides (``env.x=1`` sets env keys).
+
+    Raises:
+        InputFileError: the YAML is malformed or names an unknown key (file and key named).
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputFileError(path, f"cannot read agent file: {exc}") from exc
+    merged: dict[str, Any] = {}
+    known = {f.name for f in fields(PPOHyperparams)}
+    for block in ("default", scenario):
+        values = raw.get(block) or {}
+        if not isinstance(values, Mapping):
+            raise InputFileError(path, "must be a mapping", field=block)
+        for k, v in values.items():
+            if k not in known:
+                raise InputFileError(
+                    path, f"unknown key; known: {', '.join(sorted(known))}", field=f"{block}.{k}"
+                )
+            if k == "env":
+                merged["env"] = {**merged.get("env", {}), **v}
+            else:
+                merged[k] = v
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"override {item!r} must look like key=value")
+        if key.startswith("env."):
+            merged["env"] = {**merged.get("env", {}), key[4:]: _parse_value(value)}
+        elif key.startswith("policy_kwargs."):
+            merged["policy_kwargs"] = {
+                **merged.get("policy_kwargs", {}),
+                key[14:]: _parse_value(value),
+            }
+        elif key in known:
+            merged[key] = _parse_value(value)
+        else:
+            raise ConfigError(f"override {key!r}: unknown key; known: {', '.join(sorted(known))}")
+    try:
+        return PPOHyperparams(**merged)
+    except (TypeError, ConfigError) as exc:
+        raise InputFileError(path, str(exc), field=scenario) from exc
+
+
+def make_model(
+    hp: PPOHyperparams, venv: VecEnv, seed: int, tensorboard_log: str | None
+) -> MaskablePPO:
+    """A fresh MaskablePPO on CPU."""
+    policy: Any = RowScorerPolicy if hp.policy == "rowwise" else "MultiInputPolicy"
+    return MaskablePPO(
+        policy,
+        venv,
+        device="cpu",
+        seed=seed,
+        verbose=0,
+        tensorboard_log=tensorboard_log,
+        policy_kwargs=dict(hp.policy_kwargs),
+        **hp.ppo_kwargs(),
+    )
+
+
+def with_overrides(hp: PPOHyperparams, **changes: Any) -> PPOHyperparams:
+    """A copy with some fields changed."""
+    return replace(hp, **changes)

@@ -1,0 +1,88 @@
+"""Saved policies: metadata written beside the model, and loading with compatibility checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sb3_contrib import MaskablePPO
+
+from crius_gym.atomic import atomic_write_text
+from crius_gym.env.cluster_env import ENV_VERSION, CriusEnv
+from crius_gym.env.registration import NAMESPACE, env_id
+from crius_gym.errors import CriusGymError
+
+METADATA_FILE = "metadata.yaml"
+
+
+class PolicyCompatibilityError(CriusGymError):
+    """A saved policy does not fit the environment it is asked to run in."""
+
+
+def space_signature(env: CriusEnv) -> dict[str, Any]:
+    """What a policy's input and output depend on: observation shapes and the action count."""
+    return {
+        "observation": {k: list(v.shape or ()) for k, v in env.encoder.space.spaces.items()},
+        "actions": env.config.num_actions,
+    }
+
+
+def write_metadata(policy_dir: Path, env: CriusEnv, extra: dict[str, Any]) -> None:
+    """Write ``metadata.yaml`` (env id and version, spaces, plus ``extra``) atomically."""
+    meta = {
+        "env_id": env_id(env.scenario.name),
+        "env_namespace": NAMESPACE,
+        "env_version": ENV_VERSION,
+        "scenario": env.scenario.name,
+        "env_config": {k: v for k, v in env.config.__dict__.items()},
+        "spaces": space_signature(env),
+        **extra,
+    }
+    atomic_write_text(policy_dir / METADATA_FILE, yaml.safe_dump(meta, sort_keys=False))
+
+
+def read_metadata(model_path: Path) -> dict[str, Any]:
+    """The metadata of a saved model (``metadata.yaml`` in its run folder)."""
+    dirs = [model_path.parent]
+    if model_path.parent.name == "checkpoints":  # a checkpoint belongs to the run above it
+        dirs.append(model_path.parent.parent)
+    for d in dirs:
+        f = d / METADATA_FILE
+        if f.is_file():
+            data = yaml.safe_load(f.read_text())
+            return data if isinstance(data, dict) else {}
+    raise PolicyCompatibilityError(
+        f"{model_path}: no {METADATA_FILE} beside it; was it saved by experiments/train_ppo.py?"
+    )
+
+
+def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dict[str, Any]]:
+    """Load a saved MaskablePPO after checking it was trained for a compatible env.
+
+    A policy runs on any scenario (observations do not depend on the cluster), but only with
+    the same env version and the same observation and action spaces.
+
+    Raises:
+        PolicyCompatibilityError: naming the file and what differs.
+    """
+    path = Path(model_path)
+    if not path.is_file():
+        raise PolicyCompatibilityError(f"{path}: no such policy file")
+    meta = read_metadata(path)
+    if meta.get("env_namespace") != NAMESPACE or meta.get("env_version") != ENV_VERSION:
+        raise PolicyCompatibilityError(
+            f"{path}: saved for env {meta.get('env_id')!r} (namespace "
+            f"{meta.get('env_namespace')!r}, version {meta.get('env_version')!r}); this env is "
+            f"{NAMESPACE} version {ENV_VERSION}"
+        )
+    want = space_signature(env)
+    have = meta.get("spaces")
+    if have != want:
+        raise PolicyCompatibilityError(
+            f"{path}: trained with observation/action spaces {have}, but the env (scenario "
+            f"{env.scenario.name}, its env settings) has {want}; evaluate with the settings of "
+            f"metadata.yaml's env_config"
+        )
+    model = MaskablePPO.load(path, device="cpu")
+    return model, meta

@@ -1,0 +1,281 @@
+"""Evaluate saved PPO policies against the rule-based schedulers on held-out traces.
+
+Every policy — saved agents (run through the env, always with the action mask, deterministic)
+and heuristics (run on the simulator) — sees exactly the same traces with the same seed. The
+held-out traces of a scenario are its synthetic test split (seeds never used in training) and,
+with --traces own/all, its own Arena trace placed on its cluster. --transfer repeats the
+evaluation on other scenarios (e.g. a policy trained on hetero-64 run on crius-testbed and
+crius-sim-1280: observations do not depend on the cluster size).
+
+Writes to --out: <report-name> (Markdown: per scenario, mean ± 95% CI across traces of avg /
+p95 / p99 JCT, avg queueing, avg throughput, makespan, finished / rejected / unfinished, and the
+paired change against Crius), evaluation_<scenario>.csv (one row per policy and trace), and
+figures under eval_<scenario>/ (JCT CDF, queueing CDF, throughput over time) plus the learning
+curves exported from the policies' TensorBoard logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.cli import run_main
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.eval.curves import plot_learning_curves, read_scalars
+from crius_gym.eval.plots import plot_cdf, plot_throughput
+from crius_gym.eval.runs import run_policies
+from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
+from crius_gym.policies.registry import available
+from crius_gym.provenance import Provenance
+from crius_gym.rl.agent import run_model
+from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.sim.scenario import Scenario, list_scenarios, load_scenario
+from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.job import Trace
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--policy",
+        nargs="*",
+        default=[],
+        metavar="PATH",
+        help="saved policies: a model .zip or a results/policies/<run> folder "
+        "(its best_model.zip); repeatable",
+    )
+    p.add_argument(
+        "--scenario",
+        default="hetero-64",
+        help=f"scenario whose held-out traces to use; known: {', '.join(list_scenarios())}",
+    )
+    p.add_argument(
+        "--transfer",
+        nargs="*",
+        default=[],
+        metavar="SCENARIO",
+        help="also evaluate on these scenarios (policies trained elsewhere)",
+    )
+    p.add_argument(
+        "--policies",
+        nargs="*",
+        default=None,
+        metavar="NAME",
+        help=f"heuristics to compare; registered: {', '.join(available())} "
+        "(default: all registered)",
+    )
+    p.add_argument(
+        "--traces",
+        choices=["test", "val", "own", "all"],
+        default="test",
+        help="held-out set: the synthetic test split, the validation split, the "
+        "scenario's own (Arena) trace, or test + own (default: test)",
+    )
+    p.add_argument(
+        "--transfer-traces",
+        choices=["test", "own", "all"],
+        default="own",
+        help="held-out set on the --transfer scenarios (default: own)",
+    )
+    p.add_argument("--max-traces", type=int, help="use only the first N traces of a set")
+    p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")
+    p.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="sample the agents' actions instead of taking the most likely one",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
+    )
+    p.add_argument("--out", default="results", help="output directory (default: results/)")
+    p.add_argument(
+        "--report-name",
+        default="evaluation.md",
+        help="Markdown report file name in --out (default: evaluation.md)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return p.parse_args()
+
+
+def model_file(path: str) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        best = p / "best_model.zip"
+        return best if best.is_file() else p / "model.zip"
+    return p
+
+
+def traces_for(
+    scenario: Scenario, which: str, data_dir: str | None, max_traces: int | None, env: CriusEnv
+) -> list[Trace]:
+    out: list[Trace] = []
+    if which in ("test", "val", "all"):
+        out += scenario.held_out_traces("val" if which == "val" else "test", env.tuner)
+    if which in ("own", "all") and scenario.workload.trace is not None:
+        out.append(scenario.own_trace(data_dir, env.tuner))
+    return out[:max_traces] if max_traces else out
+
+
+def agent_name(path: Path, meta: dict) -> str:
+    return f"ppo:{meta.get('run', path.parent.name)}"
+
+
+def evaluate_scenario(
+    scenario: Scenario,
+    which: str,
+    args: argparse.Namespace,
+    heuristics: list[str],
+    prov: Provenance,
+    out: Path,
+) -> tuple[str, pd.DataFrame]:
+    # One env per policy settings; the first policy's settings define the traces' tuner.
+    models = []
+    for spec in args.policy:
+        path = model_file(spec)
+        meta = read_metadata(path)
+        env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
+        model, meta = load_policy(path, env)
+        models.append((agent_name(path, meta), model, env))
+    base_env = models[0][2] if models else CriusEnv(scenario)
+    traces = traces_for(scenario, which, args.data_dir, args.max_traces, base_env)
+    if not traces:
+        raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
+    print(
+        f"{scenario.name}: {len(traces)} traces ({', '.join(t.name for t in traces)}), "
+        f"{len(models)} agents, heuristics {', '.join(heuristics)}",
+        flush=True,
+    )
+    results: list[RunResult] = []
+    timing = {}
+    for name, model, env in models:
+        t0 = time.perf_counter()
+        invalid = 0
+        for trace in traces:
+            res, bad = run_model(
+                model, env, trace, deterministic=not args.stochastic, seed=args.seed
+            )
+            invalid += bad
+            results.append(
+                RunResult(name, res.trace, res.jobs, res.summary, res.series, res.rejections)
+            )
+        timing[name] = (time.perf_counter() - t0, invalid)
+    for h in heuristics:
+        t0 = time.perf_counter()
+        results += run_policies(
+            scenario,
+            traces,
+            [h],
+            seed=args.seed,
+            tuner=base_env.tuner,
+            data_dir=args.data_dir,
+            progress=not args.no_progress,
+        )
+        timing[h] = (time.perf_counter() - t0, 0)
+    summ = summary_frame(results)
+    with atomic_path(out / f"evaluation_{scenario.name}.csv") as tmp:
+        summ.to_csv(tmp, index=False)
+    fig_dir = out / f"eval_{scenario.name}"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    caption = prov.markdown().replace("`", "")
+    plot_cdf(results, "jct_s", fig_dir / "jct_cdf.png", caption, f"JCT CDF — {scenario.name}")
+    plot_cdf(
+        results,
+        "queueing_s",
+        fig_dir / "queueing_cdf.png",
+        caption,
+        f"Queueing delay CDF — {scenario.name}",
+    )
+    plot_throughput(
+        results, fig_dir / "throughput.png", caption, f"Throughput (first trace) — {scenario.name}"
+    )
+    ref = "crius" if "crius" in heuristics else None
+    agg = aggregate(summ, reference=ref)
+    lines = [
+        f"## {scenario.name} — {which} traces",
+        "",
+        f"{scenario.description}",
+        "",
+        f"Traces: {', '.join(f'`{t.name}` ({len(t)} jobs)' for t in traces)}. "
+        "Mean ± 95% CI across traces; the change against Crius is paired per trace "
+        "(negative JCT = better than Crius).",
+        "",
+        markdown_table(agg, reference=ref),
+        "",
+        "Wall time and invalid actions per policy: "
+        + "; ".join(
+            f"{k} {v[0]:.1f} s" + (f" ({v[1]} invalid)" if k.startswith("ppo:") else "")
+            for k, v in timing.items()
+        ),
+        "",
+        f"![JCT CDF](eval_{scenario.name}/jct_cdf.png) "
+        f"![queueing CDF](eval_{scenario.name}/queueing_cdf.png) "
+        f"![throughput](eval_{scenario.name}/throughput.png)",
+        "",
+    ]
+    print(markdown_table(agg, reference=ref), flush=True)
+    return "\n".join(lines), agg
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(1)
+    prov = Provenance.capture()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    heuristics = list(args.policies) if args.policies is not None else list(available())
+    sections = ["# PPO vs rule-based schedulers on held-out traces", "", prov.markdown(), ""]
+    for spec in args.policy:
+        path = model_file(spec)
+        meta = read_metadata(path)
+        sections.append(
+            f"- `{agent_name(path, meta)}`: `{path}`, trained on {meta.get('scenario')} for "
+            f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
+            f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
+            f"(git {meta.get('git_revision')})."
+        )
+    sections.append("")
+    scenario = load_scenario(args.scenario)
+    text, _ = evaluate_scenario(scenario, args.traces, args, heuristics, prov, out)
+    sections.append(text)
+    for name in args.transfer:
+        text, _ = evaluate_scenario(
+            load_scenario(name), args.transfer_traces, args, heuristics, prov, out
+        )
+        sections.append(text)
+    curves = {}
+    for spec in args.policy:
+        path = model_file(spec)
+        meta = read_metadata(path)
+        tb = meta.get("tensorboard")
+        if tb and Path(tb).is_dir():
+            curves[agent_name(path, meta)] = read_scalars(tb)
+    if curves:
+        plot_learning_curves(curves, out / "learning_curve.png", prov.markdown().replace("`", ""))
+        for name, df in curves.items():
+            with atomic_path(out / f"learning_curve_{name.split(':')[-1]}.csv") as tmp:
+                df.to_csv(tmp, index=False)
+        sections += [
+            "## Learning curves",
+            "",
+            "Validation average JCT (on the scenario's validation traces, Crius on "
+            "the same traces dashed) and training return, exported from TensorBoard.",
+            "",
+            "![learning curve](learning_curve.png)",
+            "",
+        ]
+    atomic_write_text(out / args.report_name, "\n".join(sections))
+    print(f"wrote {out / args.report_name}")
+
+
+if __name__ == "__main__":
+    run_main(main)

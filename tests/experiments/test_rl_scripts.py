@@ -1,0 +1,153 @@
+"""Smoke runs of train_ppo.py and evaluate.py with tiny budgets (train → save → evaluate)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from tests.conftest import REPO
+
+TINY = [
+    "--scenario",
+    "tiny",
+    "--total-timesteps",
+    "512",
+    "--set",
+    "n_steps=64",
+    "--set",
+    "batch_size=32",
+    "--set",
+    "eval_freq=256",
+    "--set",
+    "checkpoint_freq=256",
+    "--set",
+    "bc_episodes=2",
+    "--set",
+    "bc_epochs=1",
+    "--no-progress",
+]
+
+
+def run(*args, timeout=900):
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_help():
+    for script in (
+        "experiments/train_ppo.py",
+        "experiments/evaluate.py",
+        "experiments/run_baselines.py",
+    ):
+        out = run(script, "--help")
+        assert out.returncode == 0, out.stderr
+    train_help = run("experiments/train_ppo.py", "--help").stdout
+    for option in ("--scenario", "--total-timesteps", "--seed", "--out", "--resume"):
+        assert option in train_help
+
+
+def test_train_then_evaluate(tmp_path):
+    out = run("experiments/train_ppo.py", *TINY, "--out", str(tmp_path), "--run-name", "r")
+    assert out.returncode == 0, out.stderr
+    pol = tmp_path / "policies" / "r"
+    for f in ("model.zip", "best_model.zip", "config.yaml", "metadata.yaml", "evaluations.csv"):
+        assert (pol / f).is_file(), f
+    meta = yaml.safe_load((pol / "metadata.yaml").read_text())
+    assert meta["env_id"] == "crius_gym/Tiny-v0" and meta["timesteps"] >= 512
+    assert "train_ppo.py" in meta["command"] and meta["git_revision"]
+    assert list((tmp_path / "runs" / "r").rglob("events.out.tfevents.*"))
+
+    res = tmp_path / "eval"
+    out = run(
+        "experiments/evaluate.py",
+        "--policy",
+        str(pol),
+        "--scenario",
+        "tiny",
+        "--policies",
+        "crius",
+        "fcfs",
+        "random",
+        "--out",
+        str(res),
+        "--no-progress",
+    )
+    assert out.returncode == 0, out.stderr
+    report = (res / "evaluation.md").read_text()
+    assert "ppo:r" in report and "crius" in report and "evaluate.py" in report
+    assert (res / "eval_tiny" / "jct_cdf.png").is_file()
+    assert (res / "learning_curve.png").is_file()
+
+    # A policy saved for other observation spaces is refused with a clear message.
+    out = run(
+        "experiments/evaluate.py",
+        "--policy",
+        str(pol),
+        "--scenario",
+        "tiny",
+        "--policies",
+        "fcfs",
+        "--out",
+        str(res),
+    )
+    assert out.returncode == 0
+    meta["spaces"]["actions"] = 999
+    (pol / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    out = run(
+        "experiments/evaluate.py",
+        "--policy",
+        str(pol),
+        "--scenario",
+        "tiny",
+        "--policies",
+        "fcfs",
+        "--out",
+        str(res),
+    )
+    assert out.returncode == 2 and "spaces" in out.stderr
+
+
+def test_interrupt_saves_and_resume_continues(tmp_path):
+    args = [*TINY, "--out", str(tmp_path), "--run-name", "x"]
+    args[args.index("--total-timesteps") + 1] = "200000"
+    proc = subprocess.Popen(
+        [sys.executable, "experiments/train_ppo.py", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    ckpts = tmp_path / "policies" / "x" / "checkpoints"
+    deadline = time.time() + 600
+    while time.time() < deadline and not list(ckpts.glob("model_*.zip")):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "--resume x" in stdout
+    saved = sorted(int(p.stem.split("_")[1]) for p in ckpts.glob("model_*.zip"))
+    assert saved
+    out = run(
+        "experiments/train_ppo.py",
+        "--out",
+        str(tmp_path),
+        "--resume",
+        "x",
+        "--total-timesteps",
+        str(saved[-1] + 256),
+        "--no-progress",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "resuming from" in out.stdout
+    meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
+    assert meta["timesteps"] >= saved[-1] + 256

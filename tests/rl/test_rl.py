@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+import torch
+import yaml
+from stable_baselines3.common.env_util import make_vec_env
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.errors import ConfigError, InputFileError
+from crius_gym.policies.registry import make_policy
+from crius_gym.rl.agent import HeuristicDriver, run_model
+from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
+from crius_gym.rl.networks import TableLayout
+from crius_gym.rl.ppo import make_model, resolve_hyperparams
+from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, write_metadata
+from crius_gym.sim.scenario import load_scenario
+
+
+def tiny_model(policy="rowwise", **env):
+    hp = resolve_hyperparams("tiny", overrides=[f"policy={policy}"])
+    venv = make_vec_env(lambda: CriusEnv("tiny", config=env), n_envs=1, seed=0)
+    return make_model(hp, venv, 0, None)
+
+
+def test_hyperparams_resolution_and_errors(tmp_path):
+    hp = resolve_hyperparams("tiny", overrides=["n_steps=64", "env.reconfigure=true"])
+    assert hp.n_steps == 64 and hp.env["reconfigure"] is True
+    assert hp.total_timesteps == 4096  # from the tiny block
+    assert resolve_hyperparams("hetero-64").n_envs == 4  # default block
+    with pytest.raises(ConfigError):
+        resolve_hyperparams("tiny", overrides=["learning_rat=1"])
+    bad = tmp_path / "ppo.yaml"
+    bad.write_text(yaml.safe_dump({"default": {"n_stepz": 3}}))
+    with pytest.raises(InputFileError) as err:
+        resolve_hyperparams("tiny", bad)
+    assert err.value.field == "default.n_stepz"
+
+
+@pytest.mark.parametrize("env", [{}, {"reconfigure": True}])
+def test_row_scorer_is_permutation_equivariant(env):
+    torch.manual_seed(0)
+    model = tiny_model(**env)
+    e = CriusEnv("tiny", config=env)
+    obs, _ = e.reset(seed=0)
+    for _ in range(3):  # move to a state with several window jobs
+        obs, *_ = e.step(int(np.flatnonzero(e.action_masks())[-1]))
+    lay = TableLayout.from_space(e.observation_space)
+    k, c, f_job, f_cell = lay.jobs, lay.cells, len(obs["jobs"]) // lay.jobs, lay.cell_features
+    perm = np.roll(np.arange(k), 3)
+    permuted = dict(obs)
+    permuted["jobs"] = obs["jobs"].reshape(k, f_job)[perm].reshape(-1)
+    permuted["cells"] = obs["cells"].reshape(k, c, f_cell)[perm].reshape(-1)
+    pol = model.policy
+
+    def logits(o):
+        t = {key: torch.as_tensor(v[None]).float() for key, v in o.items()}
+        return pol.mlp_extractor.forward_actor(pol.extract_features(t, pol.pi_features_extractor))
+
+    a, b = logits(obs)[0], logits(permuted)[0]
+    kc = k * c
+    assert torch.allclose(a[:kc].reshape(k, c)[perm], b[:kc].reshape(k, c), atol=1e-5)
+    assert torch.allclose(a[-1], b[-1], atol=1e-5)  # WAIT does not depend on the order
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "random", "crius"])
+def test_heuristic_through_env_matches_simulator(policy):
+    """Parity: every decision the env can express goes through it, the rest beside it."""
+    sc = load_scenario("tiny")
+    for cfg in (
+        {"stop_at_every_event": True},
+        {"stop_at_every_event": True, "reconfigure": True, "window_jobs": 16, "cells_per_job": 16},
+    ):
+        env = CriusEnv(sc, config=cfg)
+        for i in range(2):
+            trace = sc.synthetic_trace("test", i)
+            via_env, stats = HeuristicDriver(make_policy(policy), seed=0).run(env, trace)
+            direct = sc.make_simulator().run(trace, make_policy(policy), seed=0)
+            assert via_env.jobs == direct.jobs
+            assert via_env.summary == direct.summary
+            if policy != "fcfs" and cfg.get("reconfigure"):
+                assert stats.external == 0  # wide windows express every decision
+
+
+def test_behaviour_cloning_learns_the_expert():
+    model = tiny_model()
+    env = CriusEnv("tiny")
+    demos = collect_demonstrations(env, "crius", episodes=6, gamma=0.99)
+    assert len(demos) > 20
+    stats = behaviour_clone(model, demos, epochs=20, batch_size=32)
+    chance = float(np.mean([1 / m.sum() for m in demos.masks]))
+    assert stats["bc_accuracy"] > max(0.6, chance + 0.2)
+
+
+def test_saved_policy_round_trip_and_refusals(tmp_path):
+    model = tiny_model()
+    env = CriusEnv("tiny")
+    model.save(tmp_path / "model.zip")
+    write_metadata(tmp_path, env, {"run": "t"})
+    loaded, _ = load_policy(tmp_path / "model.zip", env)
+    res, invalid = run_model(loaded, env, load_scenario("tiny").synthetic_trace("test", 0))
+    assert invalid == 0 and res.summary.finished + res.summary.rejected == 16
+    with pytest.raises(PolicyCompatibilityError, match="spaces"):
+        load_policy(tmp_path / "model.zip", CriusEnv("tiny", config={"reconfigure": True}))
+    meta_file = tmp_path / "metadata.yaml"
+    data = yaml.safe_load(meta_file.read_text())
+    data["env_version"] = 99
+    meta_file.write_text(yaml.safe_dump(data))
+    with pytest.raises(PolicyCompatibilityError, match="version"):
+        load_policy(tmp_path / "model.zip", env)
+    (tmp_path / "lonely").mkdir()
+    model.save(tmp_path / "lonely" / "m.zip")
+    with pytest.raises(PolicyCompatibilityError, match="metadata"):
+        load_policy(tmp_path / "lonely" / "m.zip", env)
