@@ -105,15 +105,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """Σ over jobs of their completed fraction, exact at ``now``."""
         sim = self.sim
         total = float(self._finished)
-        for i in sim.active_indices:
+        for i in (*sim.active_indices, *sim.waiting_indices):
             rec = sim.records[i]
-            done = rec.progress_iters
-            if rec.status is JobStatus.RUNNING:
-                done += (sim.now_s - rec.last_update_s) / rec.iter_time_s
-            total += min(1.0, done / rec.job.iterations)
-        for i in sim.waiting_indices:
-            rec = sim.records[i]
-            total += rec.progress_iters / rec.job.iterations
+            total += min(1.0, rec.progress_at(sim.now_s) / rec.job.iterations)
         return total
 
     def _advance_once(self) -> tuple[bool, float]:

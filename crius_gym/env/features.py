@@ -157,12 +157,12 @@ class ObservationEncoder:
         job = rec.job
         now = self.sim.now_s
         best = cells[0] if cells else None
-        remaining = rec.remaining_iters
+        remaining = rec.job.iterations - rec.progress_at(now)
         family = job.model.family
         out[0] = 1.0
         out[1] = _log_norm(now - job.arrival_s, self.time_scale_s)
         out[2] = _log_norm(remaining * best.iter_time_s, self.time_scale_s) if best else 1.0
-        out[3] = rec.progress_iters / job.iterations
+        out[3] = 1.0 - remaining / job.iterations
         out[4] = math.log2(1 + (job.requested_gpus or 0)) / 5.0
         out[5] = family in ("bert", "gpt", "llama")
         out[6] = family == "moe"
@@ -230,7 +230,8 @@ class ObservationEncoder:
             block = cell_obs[i * c : i * c + len(cs)]
             block[:] = self._static_cells(cs)
             block[:, 1] = valid[i, : len(cs)]
-            times = np.array([ce.iter_time_s for ce in cs]) * rec.remaining_iters
+            left = rec.job.iterations - rec.progress_at(self.sim.now_s)
+            times = np.array([ce.iter_time_s for ce in cs]) * left
             block[:, 7] = np.minimum(1.0, np.log1p(times / self.time_scale_s) / log_cap)
             block[:, 12] = [type_free[ce.cell.gpu_type] for ce in cs]
             if rec.cell is not None:

@@ -40,7 +40,14 @@ class JobView(Protocol):
 
     @property
     def progress_iters(self) -> float:
-        """Iterations done (as of the last state change)."""
+        """Iterations done as of ``last_update_s`` (see :meth:`progress_at` for any time)."""
+
+    @property
+    def last_update_s(self) -> float:
+        """When ``progress_iters`` was last brought up to date."""
+
+    def progress_at(self, now_s: float) -> float:
+        """Iterations done at ``now_s`` (exact: adds the iterations run since the last update)."""
 
     @property
     def cell(self) -> Cell | None:
@@ -106,6 +113,13 @@ class JobRecord:
     def remaining_iters(self) -> float:
         """Iterations left (as of the last state change)."""
         return max(0.0, self.job.iterations - self.progress_iters)
+
+    def progress_at(self, now_s: float) -> float:
+        """Iterations done at ``now_s`` (exact: adds the iterations run since the last update)."""
+        if self.status is JobStatus.RUNNING and self.iter_time_s > 0:
+            done = self.progress_iters + (now_s - self.last_update_s) / self.iter_time_s
+            return min(float(self.job.iterations), done)
+        return self.progress_iters
 
     @property
     def throughput(self) -> float:

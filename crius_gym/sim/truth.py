@@ -62,8 +62,9 @@ class MeasuredTruth:
 
     A measured time stands for the best plan of its layout, so it is used for unconstrained
     Cells of that layout whatever their stage count; constrained plans (e.g. data parallelism
-    only) and unmeasured layouts fall back to the estimator.  Measured OOM rows make the layout
-    infeasible.
+    only) and unmeasured layouts fall back to the estimator.  Feasibility stays the estimator's
+    (rows measured OOM also fall back to it): a policy decides on the estimator's view and
+    cannot foresee a measured failure, so reality only changes speeds, never what may start.
     """
 
     name = "measured"
@@ -71,12 +72,12 @@ class MeasuredTruth:
     def __init__(self, tuner: Tuner, measurements: Iterable[Measurement]) -> None:
         self.tuner = tuner
         self.fallback = EstimatorTruth(tuner)
-        self._table: dict[tuple[str, int, str, Layout], float | None] = {}
+        self._table: dict[tuple[str, int, str, Layout], float] = {}
         for m in measurements:
             if m.framework != "alpa":
                 continue
-            key = (m.model_name, m.global_batch, m.gpu_type, m.layout)
-            self._table[key] = m.measured_s if m.status == "ok" else None
+            if m.status == "ok" and m.measured_s is not None:
+                self._table[(m.model_name, m.global_batch, m.gpu_type, m.layout)] = m.measured_s
         self.hits = 0
         self.misses = 0
 
@@ -85,8 +86,10 @@ class MeasuredTruth:
     ) -> float | None:
         """Measured time when the table has it, else the estimator."""
         key = (job.model.name, job.global_batch, cell.gpu_type, cell.layout)
-        if (constraints is None or constraints == PlanConstraints()) and key in self._table:
+        estimated = self.fallback.iter_time_s(job, cell, constraints)
+        if estimated is not None and (constraints is None or constraints == PlanConstraints()) \
+                and key in self._table:
             self.hits += 1
             return self._table[key]
         self.misses += 1
-        return self.fallback.iter_time_s(job, cell, constraints)
+        return estimated
