@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from crius_gym.env.config import EnvConfig
-from crius_gym.env.decision import DecisionState, build_decision_state
+from crius_gym.env.decision import CellSelector, DecisionState, build_decision_state
 from crius_gym.env.features import ObservationEncoder
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
@@ -85,6 +85,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self.render_mode = render_mode
         self.tuner = tuner or self.scenario.make_tuner()
         self.sim = self.scenario.make_simulator(self.tuner)
+        self.selector = CellSelector(self.sim, self.config)
         synth = self.scenario.synthetic_config(self.tuner)
         self.reward_scale_s = self.config.reward_scale_s or 10.0 * synth.mean_interarrival_s
         self.encoder = ObservationEncoder(self.config, self.sim, self.reward_scale_s)
@@ -99,6 +100,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._pending_reward = 0.0
         self._done_at_reset = False
         self._last_result: RunResult | None = None
+        self._acted: set[int] = set()
+        self._acted_at = -1.0
 
     # ------------------------------------------------------------------ helpers
     def _progress_total(self) -> float:
@@ -139,7 +142,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         reward = 0.0
         every = self.config.stop_at_every_event
         while True:
-            state = build_decision_state(self.sim, self.config)
+            state = self._build_state()
             if state.has_choice or (every and fresh and state.wait_valid):
                 self._state = state
                 return reward, False
@@ -151,8 +154,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             self._decisions_now = 0
             fresh = True
             if not going:
-                self._state = build_decision_state(self.sim, self.config)
+                self._state = self._build_state()
                 return reward, True
+
+    def _build_state(self) -> DecisionState:
+        if self.sim.now_s != self._acted_at:
+            self._acted_at, self._acted = self.sim.now_s, set()
+        return build_decision_state(self.sim, self.config, self.selector, frozenset(self._acted))
 
     def _obs(self) -> dict[str, np.ndarray]:
         assert self._state is not None
@@ -214,6 +222,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             )
         self._trace = trace
         self.sim.reset(trace)
+        self._acted, self._acted_at = set(), -1.0
         self._invalid = 0
         self._decisions = 0
         self._decisions_now = 0
@@ -245,6 +254,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 self._invalid += 1
             if sim_action is not None:
                 self.sim.apply([sim_action])
+                self._acted.add(self._job_index(sim_action.job_id))
                 self._decisions_now += 1
                 r, terminated = self._next_decision(fresh=True)
                 reward += r
@@ -257,7 +267,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                     reward += r
                 else:
                     terminated = True
-                    self._state = build_decision_state(self.sim, self.config)
+                    self._state = self._build_state()
             else:  # invalid with nothing left to wait for: a no-op
                 terminated = not state.has_choice
         self._episode_reward += reward
@@ -270,6 +280,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             info["episode_metrics"] = result.summary.as_dict()
             info["trace"] = result.trace
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    def _job_index(self, job_id: str) -> int:
+        assert self._state is not None
+        for rec in (*self._state.window, *self._state.running):
+            if rec.job.job_id == job_id:
+                return rec.index
+        return next(r.index for r in self.sim.records if r.job.job_id == job_id)
 
     # ------------------------------------------------------------------ drivers
     @property
@@ -316,7 +333,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         Time does not move; the decision state is rebuilt.
         """
         self.sim.apply(actions)
-        self._state = build_decision_state(self.sim, self.config)
+        self._acted.update(self._job_index(a.job_id) for a in actions)
+        self._state = self._build_state()
 
     def episode_result(self) -> RunResult | None:
         """The finished episode's full result (per-job rows, time series), if it ended."""

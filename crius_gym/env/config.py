@@ -15,7 +15,11 @@ class EnvConfig:
 
     Attributes:
         window_jobs: K, waiting jobs shown to the agent.
-        cells_per_job: C, candidate Cells per job (the tuner's top C).
+        cells_per_job: C, candidate Cells per job, taken from the tuner's pruned list.
+        cell_selection: which C of the tuner's Cells a job shows: ``fastest`` (the top C by
+            estimated throughput — mostly the biggest Cells) or ``spread`` (the fastest Cell at
+            each GPU count, smallest first, then the fastest of each GPU type not yet shown,
+            then the rest by throughput), so the agent can start a job small.
         head_jobs: the window holds the first ``head_jobs`` waiting jobs in arrival order, then
             fills with the earliest later jobs that have a fitting Cell (a split window, so a
             blocked head never hides runnable jobs).
@@ -36,10 +40,11 @@ class EnvConfig:
     """
 
     window_jobs: int = 8
-    cells_per_job: int = 4
+    cells_per_job: int = 6
+    cell_selection: Literal["fastest", "spread"] = "spread"
     head_jobs: int = 4
     max_gpu_types: int = 8
-    reconfigure: bool = False
+    reconfigure: bool = True
     running_jobs: int = 8
     reward: Literal["jct", "throughput"] = "jct"
     reward_scale_s: float | None = None
@@ -60,6 +65,8 @@ class EnvConfig:
             raise ConfigError("env: reward_scale_s must be > 0")
         if self.max_decisions < 1:
             raise ConfigError("env: max_decisions must be >= 1")
+        if self.cell_selection not in ("fastest", "spread"):
+            raise ConfigError("env: cell_selection must be fastest or spread")
         if self.tuning not in ("pruned", "full", "none"):
             raise ConfigError("env: tuning must be pruned, full or none")
 

@@ -22,9 +22,29 @@ import numpy as np
 
 from crius_gym.env.config import EnvConfig
 from crius_gym.perf.cell import Cell, CellEstimate
-from crius_gym.sim.allocator import Allocator
+from crius_gym.sim.allocator import Allocator, Placement
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
+from crius_gym.workload.models import ModelSpec
+
+
+class CellSelector:
+    """The candidate Cells each (model, batch) shows, selected once and cached per env."""
+
+    def __init__(self, sim: Simulator, cfg: EnvConfig) -> None:
+        self.sim = sim
+        self.cfg = cfg
+        self._cache: dict[tuple[ModelSpec, int], tuple[CellEstimate, ...]] = {}
+
+    def cells(self, model: ModelSpec, batch: int) -> tuple[CellEstimate, ...]:
+        """A job's candidate Cells."""
+        key = (model, batch)
+        hit = self._cache.get(key)
+        if hit is None:
+            ranked = self.sim.tuner.tune(model, batch).candidates
+            hit = select_cells(ranked, self.cfg.cells_per_job, self.cfg.cell_selection)
+            self._cache[key] = hit
+        return hit
 
 
 class FitIndex:
@@ -36,8 +56,10 @@ class FitIndex:
 
     def __init__(self, alloc: Allocator) -> None:
         self._nodes_with: dict[str, np.ndarray] = {}
+        self._free: dict[str, np.ndarray] = {}
         for g in alloc.cluster.groups:
             free = alloc.free_per_node(g.gpu_type)
+            self._free[g.gpu_type] = free
             counts = np.bincount(free, minlength=g.gpus_per_node + 1)
             self._nodes_with[g.gpu_type] = np.cumsum(counts[::-1])[::-1]
 
@@ -46,6 +68,19 @@ class FitIndex:
         table = self._nodes_with.get(cell.gpu_type)
         g = cell.layout.gpus_per_node
         return table is not None and g < len(table) and int(table[g]) >= cell.layout.num_nodes
+
+    def fits_after_release(self, cell: Cell, placement: Placement) -> bool:
+        """Whether the Cell would fit once ``placement``'s GPUs are free again."""
+        if cell.gpu_type != placement.gpu_type:
+            return self.fits(cell)
+        table = self._nodes_with[cell.gpu_type]
+        g = cell.layout.gpus_per_node
+        if g >= len(table):
+            return False
+        free = self._free[cell.gpu_type]
+        # A released node counts for g only if it had fewer than g free GPUs before.
+        gained = sum(1 for n in placement.nodes if free[n] < g <= free[n] + placement.gpus_per_node)
+        return int(table[g]) + gained >= cell.layout.num_nodes
 
 
 @dataclass
@@ -83,8 +118,30 @@ class DecisionState:
         return bool(self.mask[:-1].any())
 
 
+def select_cells(
+    ranked: tuple[CellEstimate, ...], count: int, how: str
+) -> tuple[CellEstimate, ...]:
+    """``count`` of a job's tuner Cells (``ranked``: best throughput first); see EnvConfig."""
+    if how == "fastest" or len(ranked) <= count:
+        return ranked[:count]
+    chosen: list[CellEstimate] = []
+    seen_counts: set[int] = set()
+    for ce in sorted(ranked, key=lambda c: (c.num_gpus, -c.throughput)):
+        if ce.num_gpus not in seen_counts:
+            seen_counts.add(ce.num_gpus)
+            chosen.append(ce)
+    types = {ce.cell.gpu_type for ce in chosen}
+    for ce in ranked:
+        if ce.cell.gpu_type not in types:
+            types.add(ce.cell.gpu_type)
+            chosen.append(ce)
+    taken = {id(ce) for ce in chosen}
+    chosen += [ce for ce in ranked if id(ce) not in taken]
+    return tuple(chosen[:count])
+
+
 def _select_window(
-    sim: Simulator, cfg: EnvConfig, index: FitIndex
+    sim: Simulator, cfg: EnvConfig, index: FitIndex, selector: CellSelector
 ) -> tuple[list[JobRecord], list[tuple[CellEstimate, ...]]]:
     recs = sim.records
     waiting = sim.waiting_indices
@@ -111,11 +168,18 @@ def _select_window(
     return [recs[i] for i in chosen], [top(i) for i in chosen]
 
 
-def build_decision_state(sim: Simulator, cfg: EnvConfig) -> DecisionState:
-    """The decision state of the simulator now."""
+def build_decision_state(
+    sim: Simulator, cfg: EnvConfig, selector: CellSelector, acted: frozenset[int] = frozenset()
+) -> DecisionState:
+    """The decision state of the simulator now.
+
+    ``acted``: trace indices of jobs already started, moved or preempted at this instant; they
+    get no running-job action until time moves (one change per job per instant, as in Crius —
+    otherwise a policy could reconfigure forever without time passing).
+    """
     k, c, r = cfg.window_jobs, cfg.cells_per_job, cfg.running_jobs
     index = FitIndex(sim.allocator)
-    window, cells = _select_window(sim, cfg, index)
+    window, cells = _select_window(sim, cfg, index, selector)
     fits = np.zeros((k, c), dtype=bool)
     for i, cs in enumerate(cells):
         for j, ce in enumerate(cs):
@@ -124,21 +188,19 @@ def build_decision_state(sim: Simulator, cfg: EnvConfig) -> DecisionState:
     run_cells: list[tuple[CellEstimate, ...]] = []
     run_valid = np.zeros((r, c + 1), dtype=bool)
     if cfg.reconfigure:
-        alloc = sim.allocator
         recs = sim.records
         for row, i in enumerate(sim.active_indices[:r]):
             rec = recs[i]
             running.append(rec)
-            cs = sim.tuner.tune(rec.job.model, rec.job.global_batch).candidates[:c]
+            cs = selector.cells(rec.job.model, rec.job.global_batch)
             run_cells.append(cs)
             assert rec.placement is not None
-            # Probe with the job's own GPUs released; restored at once (no state escapes).
-            alloc.release(rec.placement)
-            try:
-                for j, ce in enumerate(cs):
-                    run_valid[row, j] = ce.cell != rec.cell and alloc.can_place(ce.cell)
-            finally:
-                alloc.take(rec.placement)
+            if i in acted:
+                continue
+            for j, ce in enumerate(cs):
+                run_valid[row, j] = ce.cell != rec.cell and index.fits_after_release(
+                    ce.cell, rec.placement
+                )
             run_valid[row, c] = True
     mask = np.zeros(cfg.num_actions, dtype=bool)
     mask[: k * c] = fits.reshape(-1)

@@ -87,7 +87,7 @@ def test_behaviour_cloning_learns_the_expert():
     assert len(demos) > 20
     stats = behaviour_clone(model, demos, epochs=20, batch_size=32)
     chance = float(np.mean([1 / m.sum() for m in demos.masks]))
-    assert stats["bc_accuracy"] > max(0.6, chance + 0.2)
+    assert stats["bc_accuracy"] > chance + 0.25
 
 
 def test_saved_policy_round_trip_and_refusals(tmp_path):

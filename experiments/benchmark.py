@@ -1,0 +1,335 @@
+"""Measure speed and memory: simulator replays, decision latency, env and PPO steps/s, tuner.
+
+Every measurement runs in a fresh child process (start-up included, peak RSS its own) and is
+repeated --repeats times; the report keeps the median. Results go to --out/benchmark.md and
+--out/benchmark.csv with the command and date. Machines are noisy: compare ratios measured in
+one run, not numbers across runs.
+
+Sections (--sections, default all):
+  sim    Arena Philly trace (1,938 jobs) on crius-sim-1280 with each --policies policy
+  env    env steps/s with random masked actions on hetero-64
+  ppo    MaskablePPO training steps/s on hetero-64 with DummyVecEnv / SubprocVecEnv at 1, 2, 4 envs
+  tuner  time to tune a new (model, batch) on the 4-type 1,280-GPU cluster, cache hit rate
+  scale  a synthetic 20,000-job trace on a 6,400-GPU four-type cluster (fcfs, crius), and
+         jobs/s at 1x, 4x and 16x cluster and trace size
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.cli import run_main
+from crius_gym.eval.bench import TimedPolicy, isolated, median_of
+from crius_gym.provenance import Provenance
+
+SECTIONS = ("sim", "env", "ppo", "tuner", "scale")
+TARGETS = {  # (section, key) -> (comparison, value, source issue)
+    ("sim", "crius", "wall_s"): ("<=", 30.0, "issue 5 (issue 3: 60 s)"),
+    ("sim", "fcfs", "wall_s"): ("<=", 5.0, "issue 3"),
+    ("sim", "crius", "decide_mean_ms"): ("<=", 10.0, "issue 5 (issue 3: 20 ms)"),
+    ("env", "random", "steps_per_s"): (">=", 5000.0, "issue 5 (issue 4: 3,000)"),
+    ("scale", "fcfs", "wall_s"): ("<=", 30.0, "issue 5"),
+    ("scale", "crius", "wall_s"): ("<=", 300.0, "issue 5"),
+}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--sections",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="what to measure (default: all)",
+    )
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        default=["fcfs", "crius"],
+        help="policies of the sim section (default: fcfs crius)",
+    )
+    p.add_argument("--repeats", type=int, default=3, help="runs per measurement (median kept)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes (a smoke test of the script, not a measurement)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
+    )
+    p.add_argument("--out", default="results", help="output directory (default: results/)")
+    return p.parse_args()
+
+
+# ---------------------------------------------------------------------------- measurements
+def replay(
+    scenario: str,
+    policy: str,
+    trace: str | None,
+    data_dir: str | None,
+    synthetic_jobs: int | None = None,
+    scale: int = 1,
+) -> Callable[[], dict[str, Any]]:
+    """A run of one policy over a trace, start-up included."""
+
+    def fn() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        from crius_gym.policies.registry import make_policy
+        from crius_gym.sim.scenario import load_scenario
+
+        sc = load_scenario(scenario)
+        if scale != 1:
+            sc = scaled_scenario(sc, scale)
+        tuner = sc.make_tuner()
+        if trace is not None:
+            from crius_gym.workload.arena_trace import load_arena_trace
+
+            tr = load_arena_trace(trace, data_dir)
+        else:
+            tr = sc.synthetic_trace("test", 0, num_jobs=synthetic_jobs, tuner=tuner)
+        sim = sc.make_simulator(tuner)
+        sim.config = dataclasses.replace(sim.config, record_timeseries=False)
+        timed = TimedPolicy(make_policy(policy))
+        t1 = time.perf_counter()
+        res = sim.run(tr, timed)
+        t2 = time.perf_counter()
+        return {
+            "jobs": len(tr),
+            "gpus": sc.cluster.num_gpus,
+            "wall_s": t2 - t0,
+            "run_s": t2 - t1,
+            "jobs_per_s": len(tr) / (t2 - t0),
+            "finished": res.summary.finished,
+            "tuner_hit_rate": tuner.cache_hits / max(1, tuner.cache_hits + tuner.cache_misses),
+            **timed.latency_stats_ms(),
+        }
+
+    return fn
+
+
+def scaled_scenario(sc: Any, factor: int) -> Any:
+    """A scenario with ``factor`` times the nodes of every group (same workload settings)."""
+    from crius_gym.hardware.cluster import ClusterSpec
+
+    groups = tuple(
+        dataclasses.replace(g, num_nodes=g.num_nodes * factor) for g in sc.cluster.groups
+    )
+    return dataclasses.replace(
+        sc, cluster=ClusterSpec(groups), name=f"{sc.name}x{factor}", _memo={}
+    )
+
+
+def env_steps(scenario: str, steps: int) -> Callable[[], dict[str, Any]]:
+    def fn() -> dict[str, Any]:
+        from crius_gym.env.cluster_env import CriusEnv
+
+        env = CriusEnv(scenario)
+        rng = np.random.default_rng(0)
+        env.reset(seed=0)
+        done, n = False, 0
+        t0 = time.perf_counter()
+        while n < steps:
+            if done:
+                env.reset()
+            a = int(rng.choice(np.flatnonzero(env.action_masks())))
+            _, _, term, trunc, _ = env.step(a)
+            done = term or trunc
+            n += 1
+        dt = time.perf_counter() - t0
+        return {"steps": n, "seconds": dt, "steps_per_s": n / dt}
+
+    return fn
+
+
+def ppo_steps(scenario: str, n_envs: int, vec: str, steps: int) -> Callable[[], dict[str, Any]]:
+    def fn() -> dict[str, Any]:
+        import torch
+        from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+        from crius_gym.env.cluster_env import CriusEnv
+        from crius_gym.rl.ppo import make_model, resolve_hyperparams
+
+        torch.set_num_threads(1)
+        hp = resolve_hyperparams(scenario, overrides=[f"n_envs={n_envs}", "n_steps=256"])
+        cls = SubprocVecEnv if vec == "subproc" else DummyVecEnv
+        venv = make_vec_env(lambda: CriusEnv(scenario), n_envs=n_envs, seed=0, vec_env_cls=cls)
+        model = make_model(hp, venv, 0, None)
+        model.learn(256 * n_envs)  # warm-up: first rollout and update
+        t0 = time.perf_counter()
+        model.learn(steps, reset_num_timesteps=False)
+        dt = time.perf_counter() - t0
+        venv.close()
+        return {"steps": steps, "seconds": dt, "steps_per_s": steps / dt}
+
+    return fn
+
+
+def tuner_time(scenario: str) -> Callable[[], dict[str, Any]]:
+    def fn() -> dict[str, Any]:
+        from crius_gym.sim.scenario import load_scenario
+        from crius_gym.workload.models import load_model_catalog
+
+        sc = load_scenario(scenario)
+        cat = load_model_catalog()
+        jobs = [
+            (f"{f}-{s}", b)
+            for f, sizes, batches in [
+                ("bert", ["760m", "1.3b", "2.6b", "6.7b"], [128, 256, 512]),
+                ("moe", ["690m", "1.3b", "2.4b", "10b"], [256, 512, 1024]),
+                ("wide_resnet", ["500m", "1b", "2b", "4b", "6.8b"], [256, 512, 1024]),
+            ]
+            for s in sizes
+            for b in batches
+        ]
+        times = []
+        for name, batch in jobs:
+            tuner = sc.make_tuner()
+            t0 = time.perf_counter()
+            tuner.tune(cat.get(name), batch)
+            times.append(time.perf_counter() - t0)
+        a = np.asarray(times) * 1000
+        return {
+            "jobs": len(jobs),
+            "tune_median_ms": float(np.median(a)),
+            "tune_p90_ms": float(np.percentile(a, 90)),
+            "tune_max_ms": float(a.max()),
+        }
+
+    return fn
+
+
+# ---------------------------------------------------------------------------- driver
+def measure(
+    label: dict[str, Any], fn: Callable[[], dict[str, Any]], repeats: int
+) -> dict[str, Any]:
+    print(f"  {label} ...", flush=True)
+    out = {**label, **median_of([isolated(fn) for _ in range(repeats)])}
+    shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
+    print(f"    {shown}", flush=True)
+    return out
+
+
+def main() -> None:
+    args = parse_args()
+    prov = Provenance.capture()
+    q = args.quick
+    rows: list[dict[str, Any]] = []
+    if "sim" in args.sections:
+        print("sim: Arena Philly on crius-sim-1280", flush=True)
+        for policy in args.policies:
+            fn = (
+                replay("tiny", policy, None, args.data_dir)
+                if q
+                else replay("crius-sim-1280", policy, "philly", args.data_dir)
+            )
+            rows.append(measure({"section": "sim", "case": policy}, fn, args.repeats))
+    if "env" in args.sections:
+        print("env: random masked actions on hetero-64", flush=True)
+        rows.append(
+            measure(
+                {"section": "env", "case": "random"},
+                env_steps("tiny" if q else "hetero-64", 500 if q else 20_000),
+                args.repeats,
+            )
+        )
+    if "ppo" in args.sections:
+        print("ppo: MaskablePPO training on hetero-64", flush=True)
+        for vec in ("dummy", "subproc"):
+            for n in (1, 2, 4):
+                rows.append(
+                    measure(
+                        {"section": "ppo", "case": f"{vec} x{n}"},
+                        ppo_steps("tiny" if q else "hetero-64", n, vec, 512 if q else 8192),
+                        1 if q else args.repeats,
+                    )
+                )
+    if "tuner" in args.sections:
+        print("tuner: cold tuning of every Arena (model, batch) on crius-sim-1280", flush=True)
+        rows.append(
+            measure(
+                {"section": "tuner", "case": "cold"},
+                tuner_time("tiny" if q else "crius-sim-1280"),
+                args.repeats,
+            )
+        )
+    if "scale" in args.sections:
+        print("scale: synthetic traces on large clusters", flush=True)
+        for policy in ("fcfs", "crius"):
+            fn = replay(
+                "crius-sim-1280", policy, None, None, synthetic_jobs=200 if q else 20_000, scale=5
+            )
+            rows.append(measure({"section": "scale", "case": policy}, fn, 1 if q else 1))
+        for factor in (1, 4, 16):
+            for policy in ("fcfs", "crius"):
+                fn = replay(
+                    "hetero-64",
+                    policy,
+                    None,
+                    None,
+                    synthetic_jobs=(50 if q else 250) * factor,
+                    scale=5 * factor,
+                )
+                rows.append(measure({"section": "growth", "case": f"{policy} {factor}x"}, fn, 1))
+    out = Path(args.out)
+    df = pd.DataFrame(rows)
+    with atomic_path(out / ("benchmark_quick.csv" if q else "benchmark.csv")) as tmp:
+        df.to_csv(tmp, index=False)
+    lines = [
+        "# Benchmarks",
+        "",
+        prov.markdown(),
+        f"Machine: {platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}; medians of {args.repeats} runs where repeated; each "
+        "measurement in a fresh process (start-up and trace loading included in `wall_s`).",
+        "",
+    ]
+    if q:
+        lines += ["**Quick mode: tiny sizes, a smoke test, not a measurement.**", ""]
+    for section in df["section"].unique():
+        part = df[df["section"] == section].dropna(axis=1, how="all")
+        lines += [
+            f"## {section}",
+            "",
+            part.drop(columns=["section"]).to_markdown(index=False, floatfmt=".3g"),
+            "",
+        ]
+    if not q:
+        lines += [
+            "## Targets",
+            "",
+            "| measurement | value | target | source | verdict |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for (section, case, key), (op, goal, src) in TARGETS.items():
+            hit = df[(df["section"] == section) & (df["case"] == case)]
+            if hit.empty or key not in hit:
+                continue
+            v = float(hit[key].iloc[0])
+            ok = v <= goal if op == "<=" else v >= goal
+            lines.append(
+                f"| {section} {case} {key} | {v:.3g} | {op} {goal:g} | {src} | "
+                f"{'met' if ok else 'missed'} |"
+            )
+        lines.append("")
+    name = "benchmark_quick.md" if q else "benchmark.md"
+    atomic_write_text(out / name, "\n".join(lines))
+    print(f"wrote {out / name}")
+
+
+if __name__ == "__main__":
+    run_main(main)

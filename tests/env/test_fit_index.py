@@ -1,0 +1,31 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crius_gym.env.decision import FitIndex
+from crius_gym.hardware.cluster import build_cluster
+from crius_gym.perf.cell import Cell
+from crius_gym.perf.plan import Layout
+from crius_gym.sim.allocator import Allocator
+
+CELLS = [Cell(t, Layout(n, g), 1) for t in ("a40", "a10") for n in (1, 2, 3, 4) for g in (1, 2, 4)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, len(CELLS) - 1), max_size=12))
+def test_fit_index_agrees_with_the_allocator(picks):
+    cluster = build_cluster(
+        [
+            {"gpu": "a40", "nodes": 4, "gpus_per_node": 4},
+            {"gpu": "a10", "nodes": 3, "gpus_per_node": 2},
+        ]
+    )
+    alloc = Allocator(cluster)
+    held = [p for p in (alloc.place(CELLS[i]) for i in picks) if p is not None]
+    index = FitIndex(alloc)
+    for cell in CELLS:
+        assert index.fits(cell) == alloc.can_place(cell)
+        for p in held:
+            alloc.release(p)
+            expected = alloc.can_place(cell)
+            alloc.take(p)
+            assert index.fits_after_release(cell, p) == expected
