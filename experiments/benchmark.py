@@ -273,7 +273,7 @@ def main() -> None:
             fn = replay(
                 "crius-sim-1280", policy, None, None, synthetic_jobs=200 if q else 20_000, scale=5
             )
-            rows.append(measure({"section": "scale", "case": policy}, fn, 1 if q else 1))
+            rows.append(measure({"section": "scale", "case": policy}, fn, 1))
         for factor in (1, 4, 16):
             for policy in ("fcfs", "crius"):
                 fn = replay(
