@@ -35,7 +35,7 @@ class PPOHyperparams:
 
     policy: Literal["rowwise", "mlp"] = "rowwise"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    total_timesteps: int = 120_000
+    total_timesteps: int = 200_000
     n_envs: int = 4
     vec_env: Literal["dummy", "subproc"] = "dummy"
     learning_rate: float = 1e-4

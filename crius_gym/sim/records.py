@@ -91,6 +91,7 @@ class JobRecord:
     status: JobStatus = JobStatus.FUTURE
     progress_iters: float = 0.0
     cell: Cell | None = None
+    last_cell: Cell | None = None  # the Cell it last ran on (kept after preemption, for results)
     constraints: PlanConstraints | None = None
     iter_time_s: float = 0.0
     estimated_iter_time_s: float = 0.0

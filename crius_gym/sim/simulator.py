@@ -371,6 +371,7 @@ class Simulator:
             cell_constraints(action.cell, action.constraints),
         )
         rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
+        rec.last_cell = action.cell
         rec.iter_time_s = real
         rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
         if rec.first_start_s is None:
@@ -402,6 +403,7 @@ class Simulator:
             cell_constraints(action.cell, action.constraints),
         )
         rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
+        rec.last_cell = action.cell
         rec.iter_time_s = real
         rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
         rec.reconfigurations += 1
@@ -417,6 +419,8 @@ class Simulator:
         self._alloc.release(rec.placement)
         del self._active[rec.index]
         rec.placement = None
+        rec.cell, rec.constraints = None, None
+        rec.iter_time_s = rec.estimated_iter_time_s = 0.0
         rec.status = JobStatus.WAITING
         rec.waiting_since_s = self.now_s
         rec.preemptions += 1

@@ -87,8 +87,11 @@ class MeasuredTruth:
         """Measured time when the table has it, else the estimator."""
         key = (job.model.name, job.global_batch, cell.gpu_type, cell.layout)
         estimated = self.fallback.iter_time_s(job, cell, constraints)
-        if estimated is not None and (constraints is None or constraints == PlanConstraints()) \
-                and key in self._table:
+        if (
+            estimated is not None
+            and (constraints is None or constraints == PlanConstraints())
+            and key in self._table
+        ):
             self.hits += 1
             return self._table[key]
         self.misses += 1

@@ -46,7 +46,9 @@ def test_registered_ids():
     assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v0"
 
 
-@pytest.mark.parametrize("config", [{}, {"reconfigure": True}, {"reward": "throughput"}])
+@pytest.mark.parametrize(
+    "config", [{}, {"reconfigure": False, "cell_selection": "fastest"}, {"reward": "throughput"}]
+)
 def test_both_checkers_pass_without_warnings(config):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -65,7 +67,7 @@ def test_same_seed_same_trajectory():
     assert c[0] != a[0]
 
 
-@pytest.mark.parametrize("config", [{}, {"reconfigure": True}])
+@pytest.mark.parametrize("config", [{}, {"reconfigure": False}])
 def test_reward_sums_to_minus_total_jct(config):
     env = CriusEnv("tiny", config=config)
     for seed in range(3):

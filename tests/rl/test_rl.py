@@ -35,7 +35,7 @@ def test_hyperparams_resolution_and_errors(tmp_path):
     assert err.value.field == "default.n_stepz"
 
 
-@pytest.mark.parametrize("env", [{}, {"reconfigure": True}])
+@pytest.mark.parametrize("env", [{}, {"reconfigure": False}])
 def test_row_scorer_is_permutation_equivariant(env):
     torch.manual_seed(0)
     model = tiny_model(**env)
@@ -99,7 +99,7 @@ def test_saved_policy_round_trip_and_refusals(tmp_path):
     res, invalid = run_model(loaded, env, load_scenario("tiny").synthetic_trace("test", 0))
     assert invalid == 0 and res.summary.finished + res.summary.rejected == 16
     with pytest.raises(PolicyCompatibilityError, match="spaces"):
-        load_policy(tmp_path / "model.zip", CriusEnv("tiny", config={"reconfigure": True}))
+        load_policy(tmp_path / "model.zip", CriusEnv("tiny", config={"reconfigure": False}))
     meta_file = tmp_path / "metadata.yaml"
     data = yaml.safe_load(meta_file.read_text())
     data["env_version"] = 99
