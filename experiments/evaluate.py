@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.cli import run_main
@@ -29,11 +30,10 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.curves import plot_learning_curves, read_scalars
 from crius_gym.eval.plots import plot_cdf, plot_throughput
-from crius_gym.eval.runs import run_policies
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
+from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
-from crius_gym.rl.agent import run_model
 from crius_gym.rl.saved import load_policy, read_metadata
 from crius_gym.sim.scenario import Scenario, list_scenarios, load_scenario
 from crius_gym.sim.simulator import RunResult
@@ -103,6 +103,13 @@ def parse_args() -> argparse.Namespace:
         default="evaluation.md",
         help="Markdown report file name in --out (default: evaluation.md)",
     )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="fan the (policy, trace) runs out over Ray workers (needs the ray "
+        "extra); the table is identical to the serial one",
+    )
+    p.add_argument("--address", help="join an existing Ray cluster (default: a local one)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p.parse_args()
 
@@ -138,49 +145,53 @@ def evaluate_scenario(
     prov: Provenance,
     out: Path,
 ) -> tuple[str, pd.DataFrame]:
-    # One env per policy settings; the first policy's settings define the traces' tuner.
-    models = []
+    agents = []
     for spec in args.policy:
         path = model_file(spec)
         meta = read_metadata(path)
         env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
-        model, meta = load_policy(path, env)
-        models.append((agent_name(path, meta), model, env))
-    base_env = models[0][2] if models else CriusEnv(scenario)
-    traces = traces_for(scenario, which, args.data_dir, args.max_traces, base_env)
+        load_policy(path, env)  # refuse incompatible policies before any work
+        agents.append((agent_name(path, meta), path, meta["env_config"]))
+    traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario))
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
     print(
         f"{scenario.name}: {len(traces)} traces ({', '.join(t.name for t in traces)}), "
-        f"{len(models)} agents, heuristics {', '.join(heuristics)}",
+        f"{len(agents)} agents, heuristics {', '.join(heuristics)}"
+        + (" on Ray" if args.ray else ""),
         flush=True,
     )
-    results: list[RunResult] = []
-    timing = {}
-    for name, model, env in models:
-        t0 = time.perf_counter()
-        invalid = 0
-        for trace in traces:
-            res, bad = run_model(
-                model, env, trace, deterministic=not args.stochastic, seed=args.seed
-            )
-            invalid += bad
-            results.append(
-                RunResult(name, res.trace, res.jobs, res.summary, res.series, res.rejections)
-            )
-        timing[name] = (time.perf_counter() - t0, invalid)
-    for h in heuristics:
-        t0 = time.perf_counter()
-        results += run_policies(
-            scenario,
-            traces,
-            [h],
-            seed=args.seed,
-            tuner=base_env.tuner,
-            data_dir=args.data_dir,
-            progress=not args.no_progress,
+    tasks: list[Task] = [
+        AgentTask(
+            name,
+            str(path),
+            scenario.path or scenario.name,
+            env_cfg,
+            trace,
+            args.seed,
+            not args.stochastic,
         )
-        timing[h] = (time.perf_counter() - t0, 0)
+        for name, path, env_cfg in agents
+        for trace in traces
+    ] + [
+        HeuristicTask(h, scenario.path or scenario.name, trace, args.seed, data_dir=args.data_dir)
+        for h in heuristics
+        for trace in traces
+    ]
+    bar = tqdm(total=len(tasks), desc=scenario.name, unit="run", disable=args.no_progress)
+    t0 = time.perf_counter()
+    done = run_tasks(
+        tasks,
+        use_ray=args.ray,
+        address=args.address,
+        on_done=lambda n, _total: bar.update(n - bar.n),
+    )
+    bar.close()
+    wall = time.perf_counter() - t0
+    results: list[RunResult] = [d.result for d in done]
+    invalid: dict[str, int] = {}
+    for task, d in zip(tasks, done, strict=True):
+        invalid[task.label] = invalid.get(task.label, 0) + d.invalid_actions
     summ = summary_frame(results)
     with atomic_path(out / f"evaluation_{scenario.name}.csv") as tmp:
         summ.to_csv(tmp, index=False)
@@ -200,22 +211,20 @@ def evaluate_scenario(
     )
     ref = "crius" if "crius" in heuristics else None
     agg = aggregate(summ, reference=ref)
+    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _ in agents)
     lines = [
         f"## {scenario.name} — {which} traces",
         "",
         f"{scenario.description}",
         "",
         f"Traces: {', '.join(f'`{t.name}` ({len(t)} jobs)' for t in traces)}. "
-        "Mean ± 95% CI across traces; the change against Crius is paired per trace "
+        "Mean ± 95% CI across traces (Student t); the change against Crius is paired per trace "
         "(negative JCT = better than Crius).",
         "",
         markdown_table(agg, reference=ref),
         "",
-        "Wall time and invalid actions per policy: "
-        + "; ".join(
-            f"{k} {v[0]:.1f} s" + (f" ({v[1]} invalid)" if k.startswith("ppo:") else "")
-            for k, v in timing.items()
-        ),
+        f"{len(tasks)} runs in {wall:.0f} s{' on Ray' if args.ray else ''}."
+        + (f" {agent_notes}." if agent_notes else ""),
         "",
         f"![JCT CDF](eval_{scenario.name}/jct_cdf.png) "
         f"![queueing CDF](eval_{scenario.name}/queueing_cdf.png) "

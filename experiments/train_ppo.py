@@ -15,32 +15,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import time
 from pathlib import Path
 
 import torch
-import yaml
-from sb3_contrib import MaskablePPO
-from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.cli import run_main
-from crius_gym.env.cluster_env import CriusEnv
-from crius_gym.env.config import EnvConfig
-from crius_gym.eval.runs import run_policies
+from crius_gym.errors import InputFileError
 from crius_gym.provenance import Provenance
-from crius_gym.rl.callbacks import (
-    EPISODE_KEYS,
-    CheckpointCallback,
-    ProgressCallback,
-    SchedMetricsCallback,
-    ValidationCallback,
-    latest_checkpoint,
-)
-from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
-from crius_gym.rl.ppo import DEFAULT_AGENTS_FILE, PPOHyperparams, make_model, resolve_hyperparams
-from crius_gym.rl.saved import write_metadata
+from crius_gym.rl.ppo import DEFAULT_AGENTS_FILE, resolve_hyperparams
+from crius_gym.rl.train import TrainSpec, train
 from crius_gym.sim.scenario import list_scenarios, load_scenario
 
 
@@ -98,39 +81,25 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def make_env_fn(scenario: str, env_cfg: EnvConfig):  # type: ignore[no-untyped-def]
-    def _make() -> Monitor:
-        return Monitor(CriusEnv(scenario, env_cfg), info_keywords=EPISODE_KEYS)
-
-    return _make
-
-
-def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: int) -> VecEnv:
-    fns = [make_env_fn(scenario, env_cfg) for _ in range(hp.n_envs)]
-    venv: VecEnv = SubprocVecEnv(fns) if hp.vec_env == "subproc" else DummyVecEnv(fns)
-    venv.seed(seed)
-    return venv
-
-
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(1)  # small networks: threads only contend with the envs
     prov = Provenance.capture()
     out = Path(args.out)
-
-    # --- configuration (a resumed run reuses its saved config) ---------------------------
-    if args.resume:
+    if args.resume:  # a resumed run reuses its saved config
         policy_dir = Path(args.resume)
         if not policy_dir.is_dir():
             policy_dir = out / "policies" / args.resume
-        saved = yaml.safe_load((policy_dir / "config.yaml").read_text())
-        run = policy_dir.name
-        scenario_name, seed = saved["scenario"], saved["seed"]
-        hp = PPOHyperparams(**saved["hyperparams"])
-        if args.total_timesteps:
-            hp = PPOHyperparams(**{**hp.as_dict(), "total_timesteps": args.total_timesteps})
+        if not (policy_dir / "config.yaml").is_file():
+            raise InputFileError(policy_dir / "config.yaml", "no run to resume here")
+        spec = TrainSpec.from_saved(
+            policy_dir,
+            out / "runs" / policy_dir.name,
+            prov.as_dict(),
+            args.total_timesteps,
+            not args.no_progress,
+        )
     else:
-        scenario_name, seed = args.scenario, args.seed
         overrides = list(args.set)
         for key, value in (
             ("total_timesteps", args.total_timesteps),
@@ -140,112 +109,33 @@ def main() -> None:
         ):
             if value is not None:
                 overrides.append(f"{key}={value}")
-        hp = resolve_hyperparams(scenario_name, args.config, overrides)
+        hp = resolve_hyperparams(args.scenario, args.config, overrides)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run = args.run_name or f"{scenario_name}_{hp.policy}_s{seed}_{stamp}"
-        policy_dir = out / "policies" / run
-    runs_dir = out / "runs" / run
-    policy_dir.mkdir(parents=True, exist_ok=True)
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    scenario = load_scenario(scenario_name)
-    env_cfg = EnvConfig(**dict(hp.env))
+        run = args.run_name or f"{args.scenario}_{hp.policy}_s{args.seed}_{stamp}"
+        spec = TrainSpec(
+            run=run,
+            scenario=args.scenario,
+            hyperparams=hp,
+            seed=args.seed,
+            policy_dir=out / "policies" / run,
+            runs_dir=out / "runs" / run,
+            provenance=prov.as_dict(),
+            progress=not args.no_progress,
+        )
+    scenario = load_scenario(spec.scenario)
+    hp = spec.hyperparams
     print(
-        f"run {run}: {scenario.name} ({scenario.cluster.num_gpus} GPUs), policy {hp.policy}, "
-        f"{hp.total_timesteps} timesteps, {hp.n_envs} envs, seed {seed}",
+        f"run {spec.run}: {scenario.name} ({scenario.cluster.num_gpus} GPUs), policy "
+        f"{hp.policy}, {hp.total_timesteps} timesteps, {hp.n_envs} envs, seed {spec.seed}",
         flush=True,
     )
-    atomic_write_text(
-        policy_dir / "config.yaml",
-        yaml.safe_dump(
-            {
-                "scenario": scenario.name,
-                "seed": seed,
-                "hyperparams": hp.as_dict(),
-                "command": prov.command,
-            },
-            sort_keys=False,
-        ),
-    )
-
-    # --- environments and model ------------------------------------------------------------
-    venv = build_vec_env(hp, scenario.name, env_cfg, seed)
-    eval_env = CriusEnv(scenario, env_cfg)
-    ckpt = latest_checkpoint(policy_dir) if args.resume else None
-    warm: dict[str, float] = {}
-    if ckpt is not None:
-        model = MaskablePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(runs_dir))
-        print(f"resuming from {ckpt} at {model.num_timesteps} timesteps", flush=True)
-    else:
-        model = make_model(hp, venv, seed, str(runs_dir))
-        if hp.warm_start == "crius":
-            t0 = time.perf_counter()
-            demos = collect_demonstrations(eval_env, "crius", hp.bc_episodes, hp.gamma, seed)
-            warm = behaviour_clone(model, demos, hp.bc_epochs, hp.batch_size, seed)
-            warm.update(
-                demonstrations=len(demos),
-                unlabelled=demos.skipped,
-                seconds=time.perf_counter() - t0,
-            )
-            print(
-                f"warm start: {len(demos)} Crius decisions, accuracy "
-                f"{warm['bc_accuracy']:.2f}, {warm['seconds']:.0f} s",
-                flush=True,
-            )
-
-    # --- validation reference: Crius on the same validation traces ---------------------------
-    val = scenario.held_out_traces("val", eval_env.tuner)[: hp.eval_traces]
-    reference = run_policies(
-        scenario, val, ["crius"], seed=seed, tuner=eval_env.tuner, progress=False
-    )
-    validation = ValidationCallback(eval_env, val, reference, hp.eval_freq, policy_dir)
-    checkpoints = CheckpointCallback(hp.checkpoint_freq, policy_dir)
-    callbacks = [
-        SchedMetricsCallback(),
-        validation,
-        checkpoints,
-        ProgressCallback(hp.total_timesteps, not args.no_progress),
-    ]
-
-    # --- train ---------------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    remaining = max(0, hp.total_timesteps - model.num_timesteps)
-    interrupted = False
-    try:
-        model.learn(
-            remaining, callback=callbacks, tb_log_name="ppo", reset_num_timesteps=ckpt is None
-        )
-    except KeyboardInterrupt:
-        interrupted = True
-        path = checkpoints.save_now()
-        print(
-            f"\ninterrupted: checkpoint saved to {path}; continue with --resume {run}", flush=True
-        )
-    wall = time.perf_counter() - t0
-
-    # --- save ---------------------------------------------------------------------------------
-    with atomic_path(policy_dir / "model.zip") as tmp:
-        model.save(tmp)
-    write_metadata(
-        policy_dir,
-        eval_env,
-        {
-            **prov.as_dict(),
-            "run": run,
-            "seed": seed,
-            "policy": hp.policy,
-            "timesteps": int(model.num_timesteps),
-            "interrupted": interrupted,
-            "train_seconds": round(wall, 1),
-            "warm_start": warm,
-            "best_validation": {"unfinished": validation.best[0], "avg_jct_s": validation.best[1]},
-            "tensorboard": str(runs_dir),
-        },
-    )
+    outcome = train(spec, resume=bool(args.resume), log=lambda msg: print(msg, flush=True))
     print(
-        f"saved {policy_dir / 'model.zip'} (best by validation JCT: "
-        f"{policy_dir / 'best_model.zip'}); TensorBoard: tensorboard --logdir {runs_dir}"
+        f"saved {outcome.model_path} (best by validation JCT: {outcome.best_path}); "
+        f"TensorBoard: tensorboard --logdir {spec.runs_dir}"
     )
-    if interrupted:
+    if outcome.interrupted:
+        print(f"continue with --resume {spec.run}", flush=True)
         raise SystemExit(130)
 
 

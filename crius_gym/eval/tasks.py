@@ -1,0 +1,153 @@
+"""Evaluation runs as picklable tasks, executed serially or fanned out over Ray workers.
+
+A task names everything its run needs (scenario, trace, policy, seed); :func:`execute` rebuilds
+the rest, so a task gives the same result in this process or on any Ray worker. ``run_tasks``
+keeps the input order, so serial and parallel evaluation produce identical tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.job import Trace
+
+
+@dataclass(frozen=True)
+class HeuristicTask:
+    """A registered policy on a trace, run on the simulator.
+
+    Attributes:
+        policy: registered name.
+        scenario: scenario name or path.
+        trace: the trace.
+        seed: seed of the policy's generator.
+        ground_truth: override of the scenario's ground truth.
+        data_dir: public data directory (measured ground truth).
+        horizon_s: optional stop time.
+    """
+
+    policy: str
+    scenario: str
+    trace: Trace
+    seed: int = 0
+    ground_truth: str | None = None
+    data_dir: str | None = None
+    horizon_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        """Name in result tables."""
+        return self.policy
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    """A saved PPO policy on a trace, run through the env with its action mask.
+
+    Attributes:
+        label: name in result tables (e.g. ``ppo:<run>``).
+        model_path: the saved model.
+        scenario: scenario name or path.
+        env_config: the env settings the policy was trained with.
+        trace: the trace.
+        seed: env seed.
+        deterministic: take the most likely action.
+    """
+
+    label: str
+    model_path: str
+    scenario: str
+    env_config: dict[str, Any] = field(default_factory=dict)
+    trace: Trace | None = None
+    seed: int = 0
+    deterministic: bool = True
+
+
+Task = HeuristicTask | AgentTask
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A task's run and its side numbers.
+
+    Attributes:
+        result: the run (policy field = the task's label).
+        invalid_actions: invalid actions of an agent (0 for heuristics).
+    """
+
+    result: RunResult
+    invalid_actions: int = 0
+
+
+def execute(task: Task) -> TaskResult:
+    """Run one task (in this process)."""
+    import torch
+
+    from crius_gym.sim.scenario import load_scenario
+
+    torch.set_num_threads(1)
+    scenario = load_scenario(task.scenario)
+    if isinstance(task, HeuristicTask):
+        from crius_gym.policies.registry import make_policy
+
+        sim = scenario.make_simulator(ground_truth=task.ground_truth, data_dir=task.data_dir)
+        res = sim.run(
+            task.trace, make_policy(task.policy), seed=task.seed, horizon_s=task.horizon_s
+        )
+        return TaskResult(res)
+    from crius_gym.env.cluster_env import CriusEnv
+    from crius_gym.env.config import EnvConfig
+    from crius_gym.rl.agent import run_model
+    from crius_gym.rl.saved import load_policy
+
+    env = CriusEnv(scenario, EnvConfig(**task.env_config))
+    model, _ = load_policy(Path(task.model_path), env)
+    assert task.trace is not None
+    res, invalid = run_model(model, env, task.trace, task.deterministic, task.seed)
+    return TaskResult(
+        RunResult(task.label, res.trace, res.jobs, res.summary, res.series, res.rejections), invalid
+    )
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    use_ray: bool = False,
+    address: str | None = None,
+    on_done: Callable[[int, int], None] | None = None,
+) -> list[TaskResult]:
+    """Execute tasks, serially or as Ray tasks (one CPU each); results in input order.
+
+    Args:
+        tasks: the runs.
+        use_ray: fan out over Ray workers (needs the ``ray`` extra).
+        address: an existing Ray cluster (default: start a local one).
+        on_done: progress callback ``(done, total)``.
+    """
+    if not use_ray:
+        out = []
+        for i, t in enumerate(tasks):
+            out.append(execute(t))
+            if on_done:
+                on_done(i + 1, len(tasks))
+        return out
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1)(execute)
+        refs = [remote.remote(t) for t in tasks]
+        pending = list(refs)
+        while pending:
+            _, pending = ray.wait(pending, num_returns=1)
+            if on_done:
+                on_done(len(refs) - len(pending), len(refs))
+        return list(ray.get(refs))
+    finally:
+        if started:
+            ray.shutdown()

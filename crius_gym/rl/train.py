@@ -1,0 +1,251 @@
+"""The training function shared by ``experiments/train_ppo.py`` and the Ray Tune sweep.
+
+One call trains one run: environments, model (fresh, warm-started, or resumed from the run's
+latest checkpoint), validation against Crius, checkpoints, and the saved policy with its
+metadata. ``on_eval`` receives every validation result, which is how a sweep reports to Ray
+Tune without a second training loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import yaml
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.eval.runs import run_policies
+from crius_gym.rl.callbacks import (
+    EPISODE_KEYS,
+    CheckpointCallback,
+    ProgressCallback,
+    SchedMetricsCallback,
+    ValidationCallback,
+    latest_checkpoint,
+)
+from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
+from crius_gym.rl.ppo import PPOHyperparams, make_model
+from crius_gym.rl.saved import write_metadata
+from crius_gym.sim.scenario import load_scenario
+
+EvalHook = Callable[[dict[str, float], Path], None]
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One training run.
+
+    Attributes:
+        run: run name.
+        scenario: scenario name.
+        hyperparams: resolved hyperparameters.
+        seed: seed of PPO, the envs and the warm start.
+        policy_dir: where the policy, checkpoints and metadata go.
+        runs_dir: where TensorBoard logs go.
+        provenance: command, date, version and git revision (saved with the policy).
+        progress: show a progress bar.
+    """
+
+    run: str
+    scenario: str
+    hyperparams: PPOHyperparams
+    seed: int
+    policy_dir: Path
+    runs_dir: Path
+    provenance: dict[str, str]
+    progress: bool = True
+
+    def save_config(self) -> None:
+        """Write ``config.yaml`` (what ``--resume`` reads back)."""
+        self.policy_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(
+            self.policy_dir / "config.yaml",
+            yaml.safe_dump(
+                {
+                    "scenario": self.scenario,
+                    "seed": self.seed,
+                    "hyperparams": self.hyperparams.as_dict(),
+                    "command": self.provenance.get("command", ""),
+                },
+                sort_keys=False,
+            ),
+        )
+
+    @classmethod
+    def from_saved(
+        cls,
+        policy_dir: Path,
+        runs_dir: Path,
+        provenance: dict[str, str],
+        total_timesteps: int | None = None,
+        progress: bool = True,
+    ) -> TrainSpec:
+        """The spec of an existing run (for ``--resume``)."""
+        saved = yaml.safe_load((policy_dir / "config.yaml").read_text())
+        hp = dict(saved["hyperparams"])
+        if total_timesteps:
+            hp["total_timesteps"] = total_timesteps
+        return cls(
+            run=policy_dir.name,
+            scenario=saved["scenario"],
+            hyperparams=PPOHyperparams(**hp),
+            seed=int(saved["seed"]),
+            policy_dir=policy_dir,
+            runs_dir=runs_dir,
+            provenance=provenance,
+            progress=progress,
+        )
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What a run produced.
+
+    Attributes:
+        model_path: the final model.
+        best_path: the best model by validation (may not exist if no validation ran).
+        timesteps: timesteps trained in total.
+        interrupted: stopped by Ctrl-C (a checkpoint was saved).
+        best_validation: (unfinished jobs, average JCT) of the best model.
+        seconds: wall time of this call's training.
+    """
+
+    model_path: Path
+    best_path: Path
+    timesteps: int
+    interrupted: bool
+    best_validation: tuple[float, float]
+    seconds: float
+
+
+def _make_env_fn(scenario: str, env_cfg: EnvConfig) -> Callable[[], gym.Env[Any, Any]]:
+    def _make() -> gym.Env[Any, Any]:
+        return Monitor(CriusEnv(scenario, env_cfg), info_keywords=EPISODE_KEYS)
+
+    return _make
+
+
+def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: int) -> VecEnv:
+    """The training VecEnv (Monitor-wrapped envs, ``DummyVecEnv`` or ``SubprocVecEnv``)."""
+    fns = [_make_env_fn(scenario, env_cfg) for _ in range(hp.n_envs)]
+    venv: VecEnv = SubprocVecEnv(fns) if hp.vec_env == "subproc" else DummyVecEnv(fns)
+    venv.seed(seed)
+    return venv
+
+
+class _EvalReporter(ValidationCallback):
+    """Validation that also hands every result to a hook (e.g. Ray Tune's report)."""
+
+    def __init__(self, hook: EvalHook | None, *args: Any) -> None:
+        super().__init__(*args)
+        self.hook = hook
+
+    def _record(self) -> None:
+        before = len(self.rows)
+        super()._record()
+        if self.hook is not None and len(self.rows) > before:
+            self.hook(dict(self.rows[-1]), self.save_dir)
+
+
+def train(
+    spec: TrainSpec,
+    resume: bool = False,
+    on_eval: EvalHook | None = None,
+    log: Callable[[str], None] = print,
+) -> TrainOutcome:
+    """Train one run (see the module docstring)."""
+    hp = spec.hyperparams
+    spec.policy_dir.mkdir(parents=True, exist_ok=True)
+    spec.runs_dir.mkdir(parents=True, exist_ok=True)
+    spec.save_config()
+    scenario = load_scenario(spec.scenario)
+    env_cfg = EnvConfig(**dict(hp.env))
+    venv = build_vec_env(hp, scenario.name, env_cfg, spec.seed)
+    eval_env = CriusEnv(scenario, env_cfg)
+    ckpt = latest_checkpoint(spec.policy_dir) if resume else None
+    warm: dict[str, float] = {}
+    if ckpt is not None:
+        model = MaskablePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir))
+        log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
+    else:
+        model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
+        if hp.warm_start == "crius":
+            t0 = time.perf_counter()
+            demos = collect_demonstrations(eval_env, "crius", hp.bc_episodes, hp.gamma, spec.seed)
+            warm = behaviour_clone(model, demos, hp.bc_epochs, hp.batch_size, spec.seed)
+            warm.update(
+                demonstrations=len(demos),
+                unlabelled=demos.skipped,
+                seconds=time.perf_counter() - t0,
+            )
+            log(
+                f"warm start: {len(demos)} Crius decisions, accuracy "
+                f"{warm['bc_accuracy']:.2f}, {warm['seconds']:.0f} s"
+            )
+
+    # Crius on the same validation traces is the reference of every evaluation.
+    val = scenario.held_out_traces("val", eval_env.tuner)[: hp.eval_traces]
+    reference = run_policies(
+        scenario, val, ["crius"], seed=spec.seed, tuner=eval_env.tuner, progress=False
+    )
+    validation = _EvalReporter(on_eval, eval_env, val, reference, hp.eval_freq, spec.policy_dir)
+    checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
+    callbacks = [
+        SchedMetricsCallback(),
+        validation,
+        checkpoints,
+        ProgressCallback(hp.total_timesteps, spec.progress),
+    ]
+
+    t0 = time.perf_counter()
+    interrupted = False
+    try:
+        model.learn(
+            max(0, hp.total_timesteps - model.num_timesteps),
+            callback=callbacks,
+            tb_log_name="ppo",
+            reset_num_timesteps=ckpt is None,
+        )
+    except KeyboardInterrupt:
+        interrupted = True
+        path = checkpoints.save_now()
+        log(f"\ninterrupted: checkpoint saved to {path}")
+    seconds = time.perf_counter() - t0
+    venv.close()
+
+    model_path = spec.policy_dir / "model.zip"
+    with atomic_path(model_path) as tmp:
+        model.save(tmp)
+    write_metadata(
+        spec.policy_dir,
+        eval_env,
+        {
+            **spec.provenance,
+            "run": spec.run,
+            "seed": spec.seed,
+            "policy": hp.policy,
+            "timesteps": int(model.num_timesteps),
+            "interrupted": interrupted,
+            "train_seconds": round(seconds, 1),
+            "warm_start": warm,
+            "best_validation": {"unfinished": validation.best[0], "avg_jct_s": validation.best[1]},
+            "tensorboard": str(spec.runs_dir),
+        },
+    )
+    return TrainOutcome(
+        model_path,
+        spec.policy_dir / "best_model.zip",
+        int(model.num_timesteps),
+        interrupted,
+        validation.best,
+        seconds,
+    )
