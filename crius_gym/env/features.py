@@ -30,6 +30,7 @@ from crius_gym.perf.cell import CellEstimate
 from crius_gym.perf.layers import model_costs
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
+from crius_gym.workload.job import Job
 
 JOB_FEATURES = (
     "present",
@@ -114,6 +115,25 @@ class ObservationEncoder:
         self.total_gpus = sim.cluster.num_gpus
         self._tuning_cap = max(1.0, sim.tuner.config.full_overhead_cap_s)
         self._static: dict[tuple[int, int], tuple[tuple[CellEstimate, ...], np.ndarray]] = {}
+        self._static_jobs: dict[tuple[str, int, int, int], np.ndarray] = {}
+        self._type_sizes = [
+            (
+                t,
+                sim.cluster.group(t).num_gpus,
+                sim.cluster.group(t).num_nodes,
+                sim.cluster.group(t).gpus_per_node,
+            )
+            for t in self.types
+        ]
+        self._cluster_static = np.zeros((cfg.max_gpu_types, len(TYPE_FEATURES)), np.float32)
+        for t, name in enumerate(self.types):
+            g = sim.cluster.group(name)
+            row = self._cluster_static[t]
+            row[0] = 1.0
+            row[3] = g.num_gpus / self.total_gpus
+            row[4] = min(1.0, g.gpu.fp16_tflops / 1000.0)
+            row[5] = min(1.0, g.gpu.memory_gb / 160.0)
+            row[6] = min(1.0, g.gpus_per_node / 16.0)
         self.space = self._space()
 
     @property
@@ -146,6 +166,32 @@ class ObservationEncoder:
         return spaces.Dict(d)
 
     # ------------------------------------------------------------------ rows
+    def _static_job(self, job: Job, cells: tuple[CellEstimate, ...]) -> np.ndarray:
+        """Job features that depend only on (model, batch, request, candidates): cached."""
+        key = (
+            job.model.name,
+            job.global_batch,
+            job.requested_gpus or 0,
+            id(cells[0]) if cells else 0,
+        )
+        hit = self._static_jobs.get(key)
+        if hit is not None:
+            return hit
+        out = np.zeros(len(JOB_FEATURES), dtype=np.float32)
+        family = job.model.family
+        best = cells[0] if cells else None
+        out[0] = 1.0
+        out[4] = math.log2(1 + (job.requested_gpus or 0)) / 5.0
+        out[5] = family in ("bert", "gpt", "llama")
+        out[6] = family == "moe"
+        out[7] = family == "wide_resnet"
+        out[8] = min(1.0, math.log10(1.0 + model_costs(job.model).params) / 13.0)
+        out[9] = min(1.0, math.log2(job.global_batch) / 13.0)
+        out[11] = min(1.0, len(cells) / self.cfg.cells_per_job)
+        out[12] = min(1.0, math.log1p(best.throughput) / 10.0) if best else 0.0
+        self._static_jobs[key] = out
+        return out
+
     def _job_row(
         self,
         out: np.ndarray,
@@ -157,21 +203,12 @@ class ObservationEncoder:
         job = rec.job
         now = self.sim.now_s
         best = cells[0] if cells else None
-        remaining = rec.job.iterations - rec.progress_at(now)
-        family = job.model.family
-        out[0] = 1.0
+        remaining = job.iterations - rec.progress_at(now)
+        out[:] = self._static_job(job, cells)
         out[1] = _log_norm(now - job.arrival_s, self.time_scale_s)
         out[2] = _log_norm(remaining * best.iter_time_s, self.time_scale_s) if best else 1.0
         out[3] = 1.0 - remaining / job.iterations
-        out[4] = math.log2(1 + (job.requested_gpus or 0)) / 5.0
-        out[5] = family in ("bert", "gpt", "llama")
-        out[6] = family == "moe"
-        out[7] = family == "wide_resnet"
-        out[8] = min(1.0, math.log10(1.0 + model_costs(job.model).params) / 13.0)
-        out[9] = min(1.0, math.log2(job.global_batch) / 13.0)
         out[10] = float(fits.sum()) / self.cfg.cells_per_job
-        out[11] = min(1.0, len(cells) / self.cfg.cells_per_job)
-        out[12] = min(1.0, math.log1p(best.throughput) / 10.0) if best else 0.0
         out[13] = position
         if rec.cell is not None:
             out[14] = math.log2(1 + rec.cell.num_gpus) / 5.0
@@ -239,27 +276,23 @@ class ObservationEncoder:
         return jobs, cell_obs
 
     def _cluster(self, state: DecisionState) -> np.ndarray:
-        out = np.zeros((self.cfg.max_gpu_types, len(TYPE_FEATURES)), dtype=np.float32)
+        out = self._cluster_static.copy()
         alloc = self.sim.allocator
         running_by_type: dict[str, int] = {}
         active = self.sim.active_indices
+        records = self.sim.records
         for i in active:
-            cell = self.sim.records[i].cell
+            cell = records[i].cell
             if cell is not None:
                 running_by_type[cell.gpu_type] = running_by_type.get(cell.gpu_type, 0) + 1
-        for t, name in enumerate(self.types):
-            g = self.sim.cluster.group(name)
+        n_active = max(1, len(active))
+        for t, (name, gpus, nodes, per_node) in enumerate(self._type_sizes):
             free = alloc.free_per_node(name)
             row = out[t]
-            row[0] = 1.0
-            row[1] = alloc.free_gpus(name) / g.num_gpus
-            row[2] = float((free == g.gpus_per_node).sum()) / g.num_nodes
-            row[3] = g.num_gpus / self.total_gpus
-            row[4] = min(1.0, g.gpu.fp16_tflops / 1000.0)
-            row[5] = min(1.0, g.gpu.memory_gb / 160.0)
-            row[6] = min(1.0, g.gpus_per_node / 16.0)
-            row[7] = running_by_type.get(name, 0) / max(1, len(active))
-            row[8] = float(free.max()) / g.gpus_per_node
+            row[1] = alloc.free_gpus(name) / gpus
+            row[2] = float(np.count_nonzero(free == per_node)) / nodes
+            row[7] = running_by_type.get(name, 0) / n_active
+            row[8] = float(free.max()) / per_node
         return out
 
     def _globals(self, state: DecisionState, decisions_now: int) -> np.ndarray:
