@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from crius_gym.hardware.cluster import NodeGroup
@@ -412,10 +412,22 @@ class Estimator:
         Returns:
             (best estimate or None when no plan fits, number of plans priced).
         """
+        plans = self.plans(model, global_batch, cell.layout, cell.stages, group.gpus_per_node)
+        return self._fastest(model, global_batch, group, cell.layout, plans)
+
+    def _fastest(
+        self,
+        model: ModelSpec,
+        global_batch: int,
+        group: NodeGroup,
+        layout: Layout,
+        plans: Iterable[Plan],
+    ) -> tuple[PlanEstimate | None, int]:
+        """The fastest memory-feasible of ``plans`` and how many were priced."""
         best: PlanEstimate | None = None
         count = 0
-        for plan in self.plans(model, global_batch, cell.layout, cell.stages, group.gpus_per_node):
-            est = self.estimate(model, global_batch, group, cell.layout, plan)
+        for plan in plans:
+            est = self.estimate(model, global_batch, group, layout, plan)
             count += 1
             if est is None or not est.feasible:
                 continue
@@ -455,16 +467,10 @@ class Estimator:
             stage_options = [
                 1 << k for k in range(layout.num_gpus.bit_length()) if (1 << k) <= layout.num_gpus
             ]
-        best: PlanEstimate | None = None
-        count = 0
-        for stages in stage_options:
-            for plan in self.plans(model, global_batch, layout, stages, group.gpus_per_node):
-                if not cons.admits(plan, global_batch):
-                    continue
-                est = self.estimate(model, global_batch, group, layout, plan)
-                count += 1
-                if est is None or not est.feasible:
-                    continue
-                if best is None or est.iter_time_s < best.iter_time_s:
-                    best = est
-        return best, count
+        plans = (
+            plan
+            for stages in stage_options
+            for plan in self.plans(model, global_batch, layout, stages, group.gpus_per_node)
+            if cons.admits(plan, global_batch)
+        )
+        return self._fastest(model, global_batch, group, layout, plans)

@@ -25,13 +25,13 @@ from crius_gym.errors import ConfigError
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.tuner import Tuner
 from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigure, Reject, Start
-from crius_gym.sim.allocator import Allocator
+from crius_gym.sim.allocator import Allocator, Placement
 from crius_gym.sim.events import EventKind, EventQueue
 from crius_gym.sim.metrics import JobResult, RunSummary, TimeSeries, job_result, summarise
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.records import JobRecord, JobStatus
 from crius_gym.sim.snapshot import Snapshot
-from crius_gym.sim.truth import EstimatorTruth, GroundTruth, cell_constraints
+from crius_gym.sim.truth import EstimatorTruth, GroundTruth, estimated_plan
 from crius_gym.workload.job import Trace
 
 
@@ -363,22 +363,10 @@ class Simulator:
         self._touch(rec)
         self._waiting.pop(bisect.bisect_left(self._waiting, rec.index))
         self._active[rec.index] = None
-        est = self.tuner.best_in_layout(
-            rec.job.model,
-            rec.job.global_batch,
-            action.cell.gpu_type,
-            action.cell.layout,
-            cell_constraints(action.cell, action.constraints),
-        )
-        rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
-        rec.last_cell = action.cell
-        rec.iter_time_s = real
-        rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
         if rec.first_start_s is None:
             rec.first_start_s = self.now_s
         rec.starts += 1
-        rec.version += 1
-        self._pause_or_run(rec, self._overhead_s(rec, placement.num_gpus, action.tuning))
+        self._assign(rec, action, placement, real)
 
     def _reconfigure(self, rec: JobRecord, action: Reconfigure) -> None:
         if rec.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
@@ -395,18 +383,22 @@ class Simulator:
             raise InvalidActionError(f"Reconfigure {rec.job.job_id}: {action.cell} does not fit")
         self._touch(rec)
         self._stop_running(rec)
-        est = self.tuner.best_in_layout(
-            rec.job.model,
-            rec.job.global_batch,
-            action.cell.gpu_type,
-            action.cell.layout,
-            cell_constraints(action.cell, action.constraints),
-        )
+        rec.reconfigurations += 1
+        self._assign(rec, action, placement, real)
+
+    def _assign(
+        self,
+        rec: JobRecord,
+        action: Start | Reconfigure,
+        placement: Placement,
+        real_iter_time_s: float,
+    ) -> None:
+        """Put a job on a Cell: its plan, speeds, and the pause before it iterates."""
+        est = estimated_plan(self.tuner, rec.job, action.cell, action.constraints)
         rec.cell, rec.constraints, rec.placement = action.cell, action.constraints, placement
         rec.last_cell = action.cell
-        rec.iter_time_s = real
-        rec.estimated_iter_time_s = est.iter_time_s if est is not None else real
-        rec.reconfigurations += 1
+        rec.iter_time_s = real_iter_time_s
+        rec.estimated_iter_time_s = est.iter_time_s if est is not None else real_iter_time_s
         rec.version += 1
         self._pause_or_run(rec, self._overhead_s(rec, placement.num_gpus, action.tuning))
 

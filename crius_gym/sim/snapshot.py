@@ -14,7 +14,7 @@ from crius_gym.perf.tuner import Tuner, TunerResult
 from crius_gym.sim.actions import TuningMode
 from crius_gym.sim.allocator import Allocator
 from crius_gym.sim.records import JobRecord, JobView
-from crius_gym.sim.truth import cell_constraints
+from crius_gym.sim.truth import estimated_plan
 from crius_gym.workload.job import Job
 
 
@@ -97,13 +97,7 @@ class Snapshot:
         self, job: Job, cell: Cell, constraints: PlanConstraints | None = None
     ) -> float | None:
         """The estimator's seconds per iteration of a job on a Cell (None: does not fit)."""
-        est = self.tuner.best_in_layout(
-            job.model,
-            job.global_batch,
-            cell.gpu_type,
-            cell.layout,
-            cell_constraints(cell, constraints),
-        )
+        est = estimated_plan(self.tuner, job, cell, constraints)
         return None if est is None else est.iter_time_s
 
     def tuning_overhead_s(self, num_gpus: int, mode: TuningMode) -> float:

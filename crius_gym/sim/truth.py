@@ -14,7 +14,7 @@ from typing import Protocol
 
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.measurements import Measurement
-from crius_gym.perf.plan import Layout, PlanConstraints
+from crius_gym.perf.plan import Layout, PlanConstraints, PlanEstimate
 from crius_gym.perf.tuner import Tuner
 from crius_gym.workload.job import Job
 
@@ -22,6 +22,15 @@ from crius_gym.workload.job import Job
 def cell_constraints(cell: Cell, constraints: PlanConstraints | None) -> PlanConstraints:
     """Plan restrictions of a Cell: its stage count plus any extra restriction."""
     return replace(constraints or PlanConstraints(), pipeline=cell.stages)
+
+
+def estimated_plan(
+    tuner: Tuner, job: Job, cell: Cell, constraints: PlanConstraints | None
+) -> PlanEstimate | None:
+    """The estimator's best plan of a job in a Cell under extra restrictions (cached)."""
+    return tuner.best_in_layout(
+        job.model, job.global_batch, cell.gpu_type, cell.layout, cell_constraints(cell, constraints)
+    )
 
 
 class GroundTruth(Protocol):
@@ -47,13 +56,7 @@ class EstimatorTruth:
         self, job: Job, cell: Cell, constraints: PlanConstraints | None
     ) -> float | None:
         """The estimator's best plan in the Cell under the constraints."""
-        est = self.tuner.best_in_layout(
-            job.model,
-            job.global_batch,
-            cell.gpu_type,
-            cell.layout,
-            cell_constraints(cell, constraints),
-        )
+        est = estimated_plan(self.tuner, job, cell, constraints)
         return None if est is None else est.iter_time_s
 
 
