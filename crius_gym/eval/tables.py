@@ -20,6 +20,7 @@ REPORT_COLUMNS = {
     "avg_throughput": "avg throughput (samples/s)",
     "avg_gpu_utilization": "GPU util.",
     "makespan_s": "makespan (s)",
+    "arrived": "arrived",
     "finished": "finished",
     "rejected": "rejected",
     "unfinished": "unfinished",

@@ -136,9 +136,11 @@ class RunSummary:
 
     Attributes:
         jobs: jobs in the trace.
+        arrived: jobs that had arrived when the run stopped.
         finished: jobs that finished.
         rejected: jobs rejected (never runnable, or given up by the policy).
-        unfinished: jobs neither finished nor rejected when the run stopped.
+        unfinished: jobs neither finished nor rejected when the run stopped (including those
+            not yet arrived at a horizon: ``jobs - arrived`` of them).
         avg_jct_s: mean JCT of finished jobs.
         p50_jct_s: median JCT.
         p95_jct_s: 95th percentile JCT.
@@ -155,6 +157,7 @@ class RunSummary:
     """
 
     jobs: int
+    arrived: int
     finished: int
     rejected: int
     unfinished: int
@@ -194,6 +197,7 @@ def summarise(
 
     return RunSummary(
         jobs=len(results),
+        arrived=sum(r.arrival_s <= end_s for r in results),
         finished=len(fin),
         rejected=sum(r.status == "rejected" for r in results),
         unfinished=sum(r.status == "unfinished" for r in results),
