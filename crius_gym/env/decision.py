@@ -155,14 +155,17 @@ def _select_window(
         return cands[i]
 
     rest = waiting[cfg.head_jobs :]
-    if len(chosen) < cfg.window_jobs and rest:
-        fitting = [i for i in rest if any(index.fits(c.cell) for c in top(i))]
-        picked = fitting[: cfg.window_jobs - len(chosen)]
-        if len(picked) < cfg.window_jobs - len(chosen):  # fill with the next blocked jobs
+    room = cfg.window_jobs - len(chosen)
+    if room > 0 and rest:
+        picked: list[int] = []
+        for i in rest:  # the earliest later jobs that can start now
+            if any(index.fits(c.cell) for c in top(i)):
+                picked.append(i)
+                if len(picked) == room:
+                    break
+        if len(picked) < room:  # fill with the next blocked jobs
             taken = set(picked)
-            picked += [i for i in rest if i not in taken][
-                : cfg.window_jobs - len(chosen) - len(picked)
-            ]
+            picked += [i for i in rest if i not in taken][: room - len(picked)]
             picked.sort()
         chosen += picked
     return [recs[i] for i in chosen], [top(i) for i in chosen]

@@ -20,13 +20,14 @@ Tables are flattened because SB3 treats multi-dimensional boxes as images or war
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from gymnasium import spaces
 
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.decision import DecisionState
-from crius_gym.perf.cell import CellEstimate
+from crius_gym.perf.cell import Cell, CellEstimate
 from crius_gym.perf.layers import model_costs
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
@@ -91,6 +92,20 @@ GLOBAL_FEATURES = (
 )
 
 
+_LOG_CAP = math.log1p(1000.0)
+
+
+@dataclass(frozen=True)
+class _CellBlock:
+    """Cached static features of a job's candidate Cells, with what the dynamic ones need."""
+
+    cells: tuple[CellEstimate, ...]
+    rows: np.ndarray  # (len(cells), features), dynamic columns zero
+    iter_times: np.ndarray  # estimated seconds per iteration of each Cell
+    type_slot: np.ndarray  # index of each Cell's GPU type in the cluster's type list
+    slot_of: dict[Cell, int]  # position of each Cell in the list
+
+
 def _log_norm(x: float, scale: float) -> float:
     """A duration or size mapped into [0, 1]: log1p(x / scale) / log1p(1000)."""
     return min(1.0, math.log1p(max(0.0, x) / scale) / math.log1p(1000.0))
@@ -114,8 +129,11 @@ class ObservationEncoder:
         self.n_cell = len(CELL_FEATURES_BASE) + cfg.max_gpu_types
         self.total_gpus = sim.cluster.num_gpus
         self._tuning_cap = max(1.0, sim.tuner.config.full_overhead_cap_s)
-        self._static: dict[tuple[int, int], tuple[tuple[CellEstimate, ...], np.ndarray]] = {}
+        self._static: dict[tuple[int, int], _CellBlock] = {}
         self._static_jobs: dict[tuple[str, int, int, int], np.ndarray] = {}
+        self._ranges = [np.arange(n) for n in range(cfg.cells_per_job + 1)]
+        self._all_types = list(sim.cluster.gpu_types)
+        self._type_slot = {t: i for i, t in enumerate(self._all_types)}
         self._type_sizes = [
             (
                 t,
@@ -215,13 +233,13 @@ class ObservationEncoder:
             if best and rec.estimated_iter_time_s > 0:
                 out[15] = min(1.0, best.iter_time_s / rec.estimated_iter_time_s)
 
-    def _static_cells(self, cells: tuple[CellEstimate, ...]) -> np.ndarray:
+    def _static_cells(self, cells: tuple[CellEstimate, ...]) -> _CellBlock:
         """Features of a job's candidate Cells that depend only on (model, batch, Cell)."""
         # The tuner caches its results, so the first CellEstimate's identity names the list.
         key = (id(cells[0]), len(cells))
         hit = self._static.get(key)
-        if hit is not None and hit[0][0] is cells[0]:
-            return hit[1]
+        if hit is not None and hit.cells[0] is cells[0]:
+            return hit
         out = np.zeros((len(cells), self.n_cell), dtype=np.float32)
         best_t = cells[0].iter_time_s
         best_per_gpu = max(ce.throughput / ce.num_gpus for ce in cells)
@@ -244,8 +262,15 @@ class ObservationEncoder:
             t = self.type_index.get(cell.gpu_type)
             if t is not None:
                 row[len(CELL_FEATURES_BASE) + t] = 1.0
-        self._static[key] = (cells, out)
-        return out
+        block = _CellBlock(
+            cells=cells,
+            rows=out,
+            iter_times=np.array([ce.iter_time_s for ce in cells]),
+            type_slot=np.array([self._type_slot[ce.cell.gpu_type] for ce in cells]),
+            slot_of={ce.cell: j for j, ce in enumerate(cells)},
+        )
+        self._static[key] = block
+        return block
 
     def _job_block(
         self,
@@ -253,26 +278,37 @@ class ObservationEncoder:
         cells: list[tuple[CellEstimate, ...]],
         valid: np.ndarray,
         rows: int,
-        type_free: dict[str, float],
+        type_free: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         c = self.cfg.cells_per_job
         jobs = np.zeros((rows, len(JOB_FEATURES)), dtype=np.float32)
         cell_obs = np.zeros((rows * c, self.n_cell), dtype=np.float32)
         n = max(1, len(recs))
-        log_cap = math.log1p(1000.0)
+        now = self.sim.now_s
+        blocks, where, left = [], [], []
         for i, (rec, cs) in enumerate(zip(recs, cells, strict=True)):
             self._job_row(jobs[i], rec, cs, valid[i, :c], i / n)
             if not cs:
                 continue
-            block = cell_obs[i * c : i * c + len(cs)]
-            block[:] = self._static_cells(cs)
-            block[:, 1] = valid[i, : len(cs)]
-            left = rec.job.iterations - rec.progress_at(self.sim.now_s)
-            times = np.array([ce.iter_time_s for ce in cs]) * left
-            block[:, 7] = np.minimum(1.0, np.log1p(times / self.time_scale_s) / log_cap)
-            block[:, 12] = [type_free[ce.cell.gpu_type] for ce in cs]
-            if rec.cell is not None:
-                block[:, 15] = [ce.cell == rec.cell for ce in cs]
+            block = self._static_cells(cs)
+            blocks.append(block)
+            where.append(self._ranges[len(cs)] + i * c)
+            left.append(rec.job.iterations - rec.progress_at(now))
+            if rec.cell is not None:  # mark the Cell the running job is on
+                j = block.slot_of.get(rec.cell)
+                if j is not None:
+                    cell_obs[i * c + j, 15] = 1.0
+        if not blocks:
+            return jobs, cell_obs
+        idx = np.concatenate(where)
+        current = cell_obs[idx, 15]
+        cell_obs[idx] = np.concatenate([b.rows for b in blocks])
+        cell_obs[idx, 1] = valid[:, :c].reshape(-1)[idx]  # running blocks have a preempt column
+        remaining = np.repeat(np.array(left), [len(b.cells) for b in blocks])
+        times = np.concatenate([b.iter_times for b in blocks]) * remaining
+        cell_obs[idx, 7] = np.minimum(1.0, np.log1p(times / self.time_scale_s) / _LOG_CAP)
+        cell_obs[idx, 12] = type_free[np.concatenate([b.type_slot for b in blocks])]
+        cell_obs[idx, 15] = current
         return jobs, cell_obs
 
     def _cluster(self, state: DecisionState) -> np.ndarray:
@@ -318,9 +354,7 @@ class ObservationEncoder:
         """The observation of a decision state (fresh arrays on every call)."""
         cfg = self.cfg
         alloc = self.sim.allocator
-        type_free = {
-            t: alloc.free_gpus(t) / alloc.total_gpus(t) for t in self.sim.cluster.gpu_types
-        }
+        type_free = np.array([alloc.free_gpus(t) / alloc.total_gpus(t) for t in self._all_types])
         jobs, cells = self._job_block(
             state.window, state.cells, state.fits, cfg.window_jobs, type_free
         )
