@@ -151,3 +151,12 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     assert "resuming from" in out.stdout
     meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
     assert meta["timesteps"] >= saved[-1] + 256
+
+
+def test_same_seed_same_training(tmp_path):
+    for name in ("a", "b"):
+        out = run("experiments/train_ppo.py", *TINY, "--out", str(tmp_path), "--run-name", name)
+        assert out.returncode == 0, out.stderr
+    a = (tmp_path / "policies" / "a" / "evaluations.csv").read_text()
+    b = (tmp_path / "policies" / "b" / "evaluations.csv").read_text()
+    assert a == b
