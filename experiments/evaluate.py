@@ -282,6 +282,10 @@ def main() -> None:
             "![learning curve](learning_curve.png)",
             "",
         ]
+    if args.notes:
+        sections += ["## Discussion", "",
+                     f"_Hand-written commentary ({args.notes}) on the generated tables above._",
+                     "", Path(args.notes).read_text(encoding="utf-8"), ""]
     atomic_write_text(out / args.report_name, "\n".join(sections))
     print(f"wrote {out / args.report_name}")
 

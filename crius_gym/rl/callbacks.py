@@ -96,7 +96,9 @@ class ValidationCallback(BaseCallback):
         self._next = eval_freq
 
     def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+        # The callback's own counter is synced only at the first step: read the model's, which
+        # a resumed run brings back from its checkpoint.
+        self._next = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
         path = self.save_dir / "evaluations.csv"
         if path.exists():  # a resumed run keeps its history and its best
             old = pd.read_csv(path)
@@ -128,7 +130,8 @@ class ValidationCallback(BaseCallback):
         return out
 
     def _on_training_start(self) -> None:
-        if self.num_timesteps == 0:  # the starting point (e.g. the warm start) on the curve
+        if self.model.num_timesteps == 0:  # the starting point (e.g. the warm start) on the curve
+            self.num_timesteps = 0
             self._record()
 
     def _on_step(self) -> bool:
@@ -169,7 +172,7 @@ class CheckpointCallback(BaseCallback):
         self._next = freq
 
     def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.freq + 1) * self.freq
+        self._next = (self.model.num_timesteps // self.freq + 1) * self.freq
 
     def save_now(self) -> Path:
         """Save a checkpoint at the current step and prune old ones."""

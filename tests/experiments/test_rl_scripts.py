@@ -151,6 +151,11 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     assert "resuming from" in out.stdout
     meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
     assert meta["timesteps"] >= saved[-1] + 256
+    # Validation keeps its schedule across the resume: one evaluation per eval_freq (256).
+    steps = [float(line.split(",")[0]) for line in
+             (tmp_path / "policies" / "x" / "evaluations.csv").read_text().splitlines()[1:]]
+    assert steps == sorted(set(steps))
+    assert all(b - a >= 256 for a, b in zip(steps[1:], steps[2:], strict=False))
 
 
 def test_same_seed_same_training(tmp_path):
