@@ -104,6 +104,12 @@ def parse_args() -> argparse.Namespace:
         help="Markdown report file name in --out (default: evaluation.md)",
     )
     p.add_argument(
+        "--notes",
+        metavar="FILE",
+        help="a hand-written Markdown discussion appended to the report under 'Discussion' "
+        "(the tables stay generated)",
+    )
+    p.add_argument(
         "--ray",
         action="store_true",
         help="fan the (policy, trace) runs out over Ray workers (needs the ray "
@@ -283,9 +289,14 @@ def main() -> None:
             "",
         ]
     if args.notes:
-        sections += ["## Discussion", "",
-                     f"_Hand-written commentary ({args.notes}) on the generated tables above._",
-                     "", Path(args.notes).read_text(encoding="utf-8"), ""]
+        sections += [
+            "## Discussion",
+            "",
+            f"_Hand-written commentary ({args.notes}) on the generated tables above._",
+            "",
+            Path(args.notes).read_text(encoding="utf-8"),
+            "",
+        ]
     atomic_write_text(out / args.report_name, "\n".join(sections))
     print(f"wrote {out / args.report_name}")
 

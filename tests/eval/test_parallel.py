@@ -10,8 +10,9 @@ from crius_gym.sim.scenario import load_scenario
 def tasks():
     sc = load_scenario("tiny")
     traces = [sc.synthetic_trace("test", i) for i in range(2)]
-    return [HeuristicTask(p, "tiny", t, seed=1) for p in ("crius", "random", "fcfs")
-            for t in traces]
+    return [
+        HeuristicTask(p, "tiny", t, seed=1) for p in ("crius", "random", "fcfs") for t in traces
+    ]
 
 
 def test_tasks_are_deterministic():
@@ -27,4 +28,5 @@ def test_ray_evaluation_matches_serial():
     parallel = run_tasks(ts, use_ray=True)
     assert [r.result.jobs for r in serial] == [r.result.jobs for r in parallel]
     assert summary_frame([r.result for r in serial]).equals(
-        summary_frame([r.result for r in parallel]))
+        summary_frame([r.result for r in parallel])
+    )

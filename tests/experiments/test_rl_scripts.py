@@ -1,5 +1,6 @@
 """Smoke runs of train_ppo.py and evaluate.py with tiny budgets (train → save → evaluate)."""
 
+import itertools
 import os
 import signal
 import subprocess
@@ -84,6 +85,26 @@ def test_train_then_evaluate(tmp_path):
     assert out.returncode == 0, out.stderr
     report = (res / "evaluation.md").read_text()
     assert "ppo:r" in report and "crius" in report and "evaluate.py" in report
+    notes = tmp_path / "notes.md"
+    notes.write_text("hand-written words")
+    out = run(
+        "experiments/evaluate.py",
+        "--policy",
+        str(pol),
+        "--scenario",
+        "tiny",
+        "--policies",
+        "fcfs",
+        "--out",
+        str(res),
+        "--report-name",
+        "n.md",
+        "--notes",
+        str(notes),
+        "--no-progress",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "hand-written words" in (res / "n.md").read_text()
     assert (res / "eval_tiny" / "jct_cdf.png").is_file()
     assert (res / "learning_curve.png").is_file()
 
@@ -152,10 +173,12 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
     assert meta["timesteps"] >= saved[-1] + 256
     # Validation keeps its schedule across the resume: one evaluation per eval_freq (256).
-    steps = [float(line.split(",")[0]) for line in
-             (tmp_path / "policies" / "x" / "evaluations.csv").read_text().splitlines()[1:]]
+    steps = [
+        float(line.split(",")[0])
+        for line in (tmp_path / "policies" / "x" / "evaluations.csv").read_text().splitlines()[1:]
+    ]
     assert steps == sorted(set(steps))
-    assert all(b - a >= 256 for a, b in zip(steps[1:], steps[2:], strict=False))
+    assert all(b - a >= 256 for a, b in itertools.pairwise(steps[1:]))
 
 
 def test_same_seed_same_training(tmp_path):

@@ -32,8 +32,9 @@ def test_ppo_beats_random_on_tiny():
     sc = load_scenario("tiny")
     traces = [sc.synthetic_trace("test", i) for i in range(4)]
     env = CriusEnv(sc)
-    hp = resolve_hyperparams("tiny", overrides=["warm_start=none", "n_steps=256",
-                                                "learning_rate=3e-4", "ent_coef=0.01"])
+    hp = resolve_hyperparams(
+        "tiny", overrides=["warm_start=none", "n_steps=256", "learning_rate=3e-4", "ent_coef=0.01"]
+    )
     venv = make_vec_env(lambda: CriusEnv(sc), n_envs=2, seed=0)
     model = make_model(hp, venv, 0, None)
     model.learn(30_000)

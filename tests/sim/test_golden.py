@@ -12,8 +12,19 @@ from crius_gym.policies.registry import make_policy
 from crius_gym.sim.scenario import load_scenario
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-FIELDS = ("job_id", "status", "first_start_s", "finish_s", "jct_s", "queueing_s", "paused_s",
-          "preemptions", "reconfigurations", "gpu_type", "num_gpus")
+FIELDS = (
+    "job_id",
+    "status",
+    "first_start_s",
+    "finish_s",
+    "jct_s",
+    "queueing_s",
+    "paused_s",
+    "preemptions",
+    "reconfigurations",
+    "gpu_type",
+    "num_gpus",
+)
 
 
 def run(policy):

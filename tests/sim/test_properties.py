@@ -11,21 +11,37 @@ from crius_gym.workload.models import load_model_catalog
 from tests.sim.conftest import make_sim
 
 MODELS = ["bert-760m", "moe-690m", "wide_resnet-500m", "bert-1.3b", "bert-6.7b"]
-SIM = make_sim([{"gpu": "a100", "nodes": 2, "gpus_per_node": 4},
-                {"gpu": "a40", "nodes": 3, "gpus_per_node": 2}], restore_s=30.0)
+SIM = make_sim(
+    [
+        {"gpu": "a100", "nodes": 2, "gpus_per_node": 4},
+        {"gpu": "a40", "nodes": 3, "gpus_per_node": 2},
+    ],
+    restore_s=30.0,
+)
 
 jobs_strategy = st.lists(
-    st.tuples(st.floats(0, 5000), st.sampled_from(MODELS), st.sampled_from([128, 256, 512]),
-              st.integers(1, 3000), st.sampled_from([None, 1, 2, 4, 8]),
-              st.sampled_from([None, "a100-40gb", "a40"])),
-    min_size=1, max_size=14)
+    st.tuples(
+        st.floats(0, 5000),
+        st.sampled_from(MODELS),
+        st.sampled_from([128, 256, 512]),
+        st.integers(1, 3000),
+        st.sampled_from([None, 1, 2, 4, 8]),
+        st.sampled_from([None, "a100-40gb", "a40"]),
+    ),
+    min_size=1,
+    max_size=14,
+)
 
 
 def build(raw):
     cat = load_model_catalog()
     raw = sorted(raw, key=lambda r: r[0])
-    return Trace("prop", tuple(Job(f"j{i}", t, cat.get(m), b, it, g, ty)
-                               for i, (t, m, b, it, g, ty) in enumerate(raw)))
+    return Trace(
+        "prop",
+        tuple(
+            Job(f"j{i}", t, cat.get(m), b, it, g, ty) for i, (t, m, b, it, g, ty) in enumerate(raw)
+        ),
+    )
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "random", "crius", "las"])
@@ -44,8 +60,9 @@ def test_every_job_accounted_and_time_conserved(policy, raw):
             # Work is conserved: every iteration is done, and the job's time is exactly
             # queueing + pause + running.
             assert r.progress_iters == pytest.approx(job.iterations)
-            assert r.queueing_s + r.paused_s + r.running_s == pytest.approx(r.jct_s, rel=1e-9,
-                                                                              abs=1e-6)
+            assert r.queueing_s + r.paused_s + r.running_s == pytest.approx(
+                r.jct_s, rel=1e-9, abs=1e-6
+            )
             assert r.first_start_s >= r.arrival_s
         else:
             assert r.reject_reason
@@ -53,8 +70,17 @@ def test_every_job_accounted_and_time_conserved(policy, raw):
 
 def test_same_seed_same_results():
     rng = np.random.default_rng(5)
-    raw = [(float(rng.uniform(0, 5000)), str(rng.choice(MODELS[:4])), 128,
-            int(rng.integers(100, 2000)), int(rng.choice([1, 2, 4])), None) for _ in range(12)]
+    raw = [
+        (
+            float(rng.uniform(0, 5000)),
+            str(rng.choice(MODELS[:4])),
+            128,
+            int(rng.integers(100, 2000)),
+            int(rng.choice([1, 2, 4])),
+            None,
+        )
+        for _ in range(12)
+    ]
     trace = build(raw)
     a = SIM.run(trace, make_policy("random"), seed=3)
     b = SIM.run(trace, make_policy("random"), seed=3)
