@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +38,7 @@ class PPOHyperparams:
     total_timesteps: int = 200_000
     n_envs: int = 4
     vec_env: Literal["dummy", "subproc"] = "dummy"
-    learning_rate: float = 1e-4
+    learning_rate: float | str = 1e-4
     n_steps: int = 512
     batch_size: int = 256
     n_epochs: int = 5
@@ -48,6 +48,7 @@ class PPOHyperparams:
     ent_coef: float = 0.001
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    target_kl: float | None = None
     warm_start: Literal["none", "crius"] = "crius"
     bc_episodes: int = 24
     bc_epochs: int = 30
@@ -77,6 +78,9 @@ class PPOHyperparams:
                 raise ConfigError(f"{name} must be positive")
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
             raise ConfigError("gamma and gae_lambda must be in (0, 1]")
+        learning_rate_schedule(self.learning_rate)  # validates "lin_<rate>"
+        if self.target_kl is not None and self.target_kl <= 0:
+            raise ConfigError("target_kl must be > 0 or null")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain mapping (for the saved config)."""
@@ -87,11 +91,50 @@ class PPOHyperparams:
 
     def ppo_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of MaskablePPO."""
-        return {k: getattr(self, k) for k in PPO_KEYS}
+        kwargs = {k: getattr(self, k) for k in PPO_KEYS}
+        kwargs["learning_rate"] = learning_rate_schedule(self.learning_rate)
+        kwargs["target_kl"] = self.target_kl
+        return kwargs
+
+
+def learning_rate_schedule(value: float | str) -> float | Callable[[float], float]:
+    """A constant rate, or ``"lin_<rate>"``: linear decay from the rate to 0 (RL Zoo style).
+
+    Raises:
+        ConfigError: a string that is not ``lin_<positive number>``.
+    """
+    if isinstance(value, int | float):
+        if value <= 0:
+            raise ConfigError("learning_rate must be > 0")
+        return float(value)
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            start = float(value[4:])
+        except ValueError:
+            start = -1.0
+        if start > 0:
+            return _Linear(start)
+    raise ConfigError(f"learning_rate {value!r}: a number or 'lin_<rate>'")
+
+
+@dataclass(frozen=True)
+class _Linear:
+    """``progress_remaining`` (1 → 0 over training) times the initial rate; picklable."""
+
+    start: float
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.start * progress_remaining
 
 
 def _parse_value(text: str) -> Any:
-    return yaml.safe_load(text)
+    value = yaml.safe_load(text)
+    if isinstance(value, str):  # YAML 1.1 reads "1e-4" (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def resolve_hyperparams(

@@ -110,3 +110,15 @@ def test_saved_policy_round_trip_and_refusals(tmp_path):
     model.save(tmp_path / "lonely" / "m.zip")
     with pytest.raises(PolicyCompatibilityError, match="metadata"):
         load_policy(tmp_path / "lonely" / "m.zip", env)
+
+
+def test_learning_rate_schedules():
+    from crius_gym.rl.ppo import learning_rate_schedule
+
+    assert learning_rate_schedule(3e-4) == 3e-4
+    lin = learning_rate_schedule("lin_1e-4")
+    assert lin(1.0) == pytest.approx(1e-4) and lin(0.5) == pytest.approx(5e-5)
+    with pytest.raises(ConfigError):
+        learning_rate_schedule("cosine_1e-4")
+    hp = resolve_hyperparams("tiny", overrides=["learning_rate=lin_3e-4", "target_kl=0.02"])
+    assert callable(hp.ppo_kwargs()["learning_rate"]) and hp.ppo_kwargs()["target_kl"] == 0.02
