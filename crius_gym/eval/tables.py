@@ -113,8 +113,17 @@ def markdown_table(
         for c in columns:
             d = digits.get(c, 0)
             vals.append(cell(r[c], r.get(f"{c}_ci95"), d))
+        # A change computed over runs that left jobs unfinished compares different job sets.
+        flag = " †" if float(r.get("unfinished", 0) or 0) > 0 else ""
         for c in rel_cols:
             v = r[c]
-            vals.append("–" if not isinstance(v, float) or math.isnan(v) else f"{v:+.1f}")
+            vals.append("–" if not isinstance(v, float) or math.isnan(v) else f"{v:+.1f}{flag}")
         lines.append("| " + " | ".join(vals) + " |")
+    if any(float(u or 0) > 0 for u in agg.get("unfinished", [])):
+        lines += [
+            "",
+            "† some runs of this policy left jobs unfinished (truncated or stopped at a "
+            "horizon): its averages cover only the jobs it finished and its changes "
+            "against the reference compare different sets of jobs.",
+        ]
     return "\n".join(lines)

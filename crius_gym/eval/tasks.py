@@ -104,7 +104,10 @@ def execute(task: Task) -> TaskResult:
     from crius_gym.rl.agent import run_model
     from crius_gym.rl.saved import load_policy
 
-    env = CriusEnv(scenario, EnvConfig(**task.env_config))
+    # Evaluation runs whole traces: the decision cap guards training episodes only, and a
+    # truncated run would average over the jobs that happened to finish.
+    cfg = EnvConfig(**{**task.env_config, "max_decisions": 10**12})
+    env = CriusEnv(scenario, cfg)
     model, _ = load_policy(Path(task.model_path), env)
     assert task.trace is not None
     res, invalid = run_model(model, env, task.trace, task.deterministic, task.seed)

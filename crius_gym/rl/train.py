@@ -8,6 +8,7 @@ Tune without a second training loop.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -197,7 +198,11 @@ def train(
     reference = run_policies(
         scenario, val, ["crius"], seed=spec.seed, tuner=eval_env.tuner, progress=False
     )
-    validation = _EvalReporter(on_eval, eval_env, val, reference, hp.eval_freq, spec.policy_dir)
+    # Validation runs whole traces: no decision cap (it guards training episodes only).
+    val_env = CriusEnv(
+        scenario, dataclasses.replace(env_cfg, max_decisions=10**12), tuner=eval_env.tuner
+    )
+    validation = _EvalReporter(on_eval, val_env, val, reference, hp.eval_freq, spec.policy_dir)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
     callbacks = [
         SchedMetricsCallback(),

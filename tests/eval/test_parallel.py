@@ -30,3 +30,26 @@ def test_ray_evaluation_matches_serial():
     assert summary_frame([r.result for r in serial]).equals(
         summary_frame([r.result for r in parallel])
     )
+
+
+def test_tables_flag_changes_over_unfinished_work():
+    import pandas as pd
+
+    from crius_gym.eval.tables import aggregate, markdown_table
+
+    rows = [
+        {
+            "policy": p,
+            "trace": "t",
+            "avg_jct_s": j,
+            "avg_queueing_s": 1.0,
+            "avg_throughput": 1.0,
+            "unfinished": u,
+        }
+        for p, j, u in (("crius", 10.0, 0), ("truncated", 5.0, 3))
+    ]
+    table = markdown_table(
+        aggregate(pd.DataFrame(rows), columns=("avg_jct_s", "unfinished")),
+        columns=("avg_jct_s", "unfinished"),
+    )
+    assert "-50.0 †" in table and "compare different sets of jobs" in table
