@@ -177,14 +177,18 @@ def build_decision_state(
     """The decision state of the simulator now.
 
     ``acted``: trace indices of jobs already started, moved or preempted at this instant; they
-    get no running-job action until time moves (one change per job per instant, as in Crius —
-    otherwise a policy could reconfigure forever without time passing).
+    get no further action until time moves (one change per job per instant, as in Crius —
+    otherwise a policy could reconfigure, or preempt and restart, forever without time
+    passing). Preemption is offered only while some job waits: it can only help by freeing
+    GPUs for a waiting job.
     """
     k, c, r = cfg.window_jobs, cfg.cells_per_job, cfg.running_jobs
     index = FitIndex(sim.allocator)
     window, cells = _select_window(sim, cfg, index, selector)
     fits = np.zeros((k, c), dtype=bool)
     for i, cs in enumerate(cells):
+        if window[i].index in acted:
+            continue  # preempted at this instant: no restart until time moves
         for j, ce in enumerate(cs):
             fits[i, j] = index.fits(ce.cell)
     running: list[JobRecord] = []
@@ -204,7 +208,8 @@ def build_decision_state(
                 run_valid[row, j] = ce.cell != rec.cell and index.fits_after_release(
                     ce.cell, rec.placement
                 )
-            run_valid[row, c] = True
+            # Preempting only helps a waiting job (it frees GPUs for it).
+            run_valid[row, c] = bool(sim.waiting_indices)
     mask = np.zeros(cfg.num_actions, dtype=bool)
     mask[: k * c] = fits.reshape(-1)
     if cfg.reconfigure:

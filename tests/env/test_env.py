@@ -38,12 +38,12 @@ def rollout(env, seed, policy="random", options=None, max_steps=100_000):
 
 def test_registered_ids():
     assert {
-        "crius_gym/Tiny-v0",
-        "crius_gym/Hetero64-v0",
-        "crius_gym/CriusTestbed-v0",
-        "crius_gym/CriusSim1280-v0",
+        "crius_gym/Tiny-v1",
+        "crius_gym/Hetero64-v1",
+        "crius_gym/CriusTestbed-v1",
+        "crius_gym/CriusSim1280-v1",
     } <= set(cenv.REGISTERED_IDS)
-    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v0"
+    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v1"
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_registered_ids():
 def test_both_checkers_pass_without_warnings(config):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = gym.make("crius_gym/Tiny-v0", config=config)
+        env = gym.make("crius_gym/Tiny-v1", config=config)
         gym_check_env(env.unwrapped)
         sb3_check_env(CriusEnv("tiny", config=config))
     bad = [str(w.message) for w in caught if not any(a in str(w.message) for a in ALLOWED_WARNINGS)]
