@@ -52,6 +52,7 @@ class PPOHyperparams:
     warm_start: Literal["none", "crius"] = "crius"
     bc_episodes: int = 24
     bc_epochs: int = 30
+    bc_learning_rate: float = 1e-3
     eval_freq: int = 20_000
     eval_traces: int = 4
     checkpoint_freq: int = 20_000
@@ -79,6 +80,8 @@ class PPOHyperparams:
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
             raise ConfigError("gamma and gae_lambda must be in (0, 1]")
         learning_rate_schedule(self.learning_rate)  # validates "lin_<rate>"
+        if self.bc_learning_rate <= 0:
+            raise ConfigError("bc_learning_rate must be > 0")
         if self.target_kl is not None and self.target_kl <= 0:
             raise ConfigError("target_kl must be > 0 or null")
 

@@ -182,7 +182,9 @@ def train(
         if hp.warm_start == "crius":
             t0 = time.perf_counter()
             demos = collect_demonstrations(eval_env, "crius", hp.bc_episodes, hp.gamma, spec.seed)
-            warm = behaviour_clone(model, demos, hp.bc_epochs, hp.batch_size, spec.seed)
+            warm = behaviour_clone(
+                model, demos, hp.bc_epochs, hp.batch_size, spec.seed, hp.bc_learning_rate
+            )
             warm.update(
                 demonstrations=len(demos),
                 unlabelled=demos.skipped,
