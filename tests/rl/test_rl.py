@@ -85,9 +85,13 @@ def test_behaviour_cloning_learns_the_expert():
     env = CriusEnv("tiny")
     demos = collect_demonstrations(env, "crius", episodes=6, gamma=0.99)
     assert len(demos) > 20
-    stats = behaviour_clone(model, demos, epochs=20, batch_size=32)
+    stats = behaviour_clone(model, demos, epochs=20, batch_size=32, learning_rate=1e-3)
     chance = float(np.mean([1 / m.sum() for m in demos.masks]))
     assert stats["bc_accuracy"] > chance + 0.25
+    # Cloning uses its own optimizer: PPO's starts fresh, at its own rate.
+    assert not model.policy.optimizer.state
+    with pytest.raises(InputFileError, match="bc_learning_rate"):
+        resolve_hyperparams("tiny", overrides=["bc_learning_rate=0"])
 
 
 def test_saved_policy_round_trip_and_refusals(tmp_path):
