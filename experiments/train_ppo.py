@@ -5,7 +5,8 @@ Reads hyperparameters from agents/ppo.yaml (`default` block, then the scenario's
 TensorBoard logs (SB3 scalars, `sched/*` metrics of training episodes, `eval/*` validation
 against Crius on the same traces), checkpoints regularly, keeps the best model by validation
 JCT, and saves the policy with its resolved config, command, package version, git revision and
-env id. --resume continues an interrupted run; Ctrl-C saves a checkpoint before exiting.
+env id. --resume continues an interrupted run; Ctrl-C (or SIGTERM) saves a checkpoint before
+exiting.
 
 Outputs: --out/runs/<run>/ (TensorBoard) and --out/policies/<run>/ (model.zip, best_model.zip,
 checkpoints/, evaluations.csv, config.yaml, metadata.yaml).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import signal
 from pathlib import Path
 
 import torch
@@ -81,8 +83,16 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     args = parse_args()
+    # SIGTERM (a scheduler's stop, `kill`) and SIGINT take the Ctrl-C path: save, then exit.
+    # SIGINT is set explicitly because a shell starts background jobs with it ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     torch.set_num_threads(1)  # small networks: threads only contend with the envs
     prov = Provenance.capture()
     out = Path(args.out)

@@ -213,6 +213,17 @@ def train(
         ProgressCallback(hp.total_timesteps, spec.progress),
     ]
 
+    # Written now as well as at the end, so the checkpoints and best model of a run that is
+    # killed outright (SIGKILL, a lost node) can still be loaded and checked.
+    base_meta = {
+        **spec.provenance,
+        "run": spec.run,
+        "seed": spec.seed,
+        "policy": hp.policy,
+        "warm_start": warm,
+        "tensorboard": str(spec.runs_dir),
+    }
+    write_metadata(spec.policy_dir, eval_env, {**base_meta, "in_progress": True})
     t0 = time.perf_counter()
     interrupted = False
     try:
@@ -236,16 +247,12 @@ def train(
         spec.policy_dir,
         eval_env,
         {
-            **spec.provenance,
-            "run": spec.run,
-            "seed": spec.seed,
-            "policy": hp.policy,
+            **base_meta,
+            "in_progress": False,
             "timesteps": int(model.num_timesteps),
             "interrupted": interrupted,
             "train_seconds": round(seconds, 1),
-            "warm_start": warm,
             "best_validation": {"unfinished": validation.best[0], "avg_jct_s": validation.best[1]},
-            "tensorboard": str(spec.runs_dir),
         },
     )
     return TrainOutcome(
