@@ -139,8 +139,14 @@ def traces_for(
     return out[:max_traces] if max_traces else out
 
 
-def agent_name(path: Path, meta: dict) -> str:
-    return f"ppo:{meta.get('run', path.parent.name)}"
+def agent_name(path: Path) -> str:
+    """``ppo:<run folder>`` for a run's best model, ``ppo:<run folder>/<file>`` otherwise.
+
+    Named after the folder, not the run name recorded inside it: a copied or renamed run keeps
+    its own label, so two policies never merge into one row.
+    """
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return f"ppo:{run_dir.name}" + ("" if path.stem == "best_model" else f"/{path.stem}")
 
 
 def evaluate_scenario(
@@ -157,7 +163,10 @@ def evaluate_scenario(
         meta = read_metadata(path)
         env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
         load_policy(path, env)  # refuse incompatible policies before any work
-        agents.append((agent_name(path, meta), path, meta["env_config"]))
+        name = agent_name(path)
+        if any(name == a[0] for a in agents):
+            raise SystemExit(f"--policy: two policies are both labelled {name!r}; pass each once")
+        agents.append((name, path, meta["env_config"]))
     traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario))
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
@@ -253,7 +262,7 @@ def main() -> None:
         path = model_file(spec)
         meta = read_metadata(path)
         sections.append(
-            f"- `{agent_name(path, meta)}`: `{path}`, trained on {meta.get('scenario')} for "
+            f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
             f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
             f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
             f"(git {meta.get('git_revision')})."
@@ -273,11 +282,12 @@ def main() -> None:
         meta = read_metadata(path)
         tb = meta.get("tensorboard")
         if tb and Path(tb).is_dir():
-            curves[agent_name(path, meta)] = read_scalars(tb)
+            curves[agent_name(path)] = read_scalars(tb)
     if curves:
         plot_learning_curves(curves, out / "learning_curve.png", prov.markdown().replace("`", ""))
         for name, df in curves.items():
-            with atomic_path(out / f"learning_curve_{name.split(':')[-1]}.csv") as tmp:
+            stem = name.split(":")[-1].replace("/", "_")
+            with atomic_path(out / f"learning_curve_{stem}.csv") as tmp:
                 df.to_csv(tmp, index=False)
         sections += [
             "## Learning curves",

@@ -91,6 +91,7 @@ def test_train_then_evaluate(tmp_path):
         "experiments/evaluate.py",
         "--policy",
         str(pol),
+        str(pol / "model.zip"),
         "--scenario",
         "tiny",
         "--policies",
@@ -105,6 +106,10 @@ def test_train_then_evaluate(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "hand-written words" in (res / "n.md").read_text()
+    # Labels come from the run folder and file: the final model is a row of its own.
+    assert "ppo:r/model" in (res / "n.md").read_text()
+    out = run("experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res))
+    assert out.returncode != 0 and "both labelled 'ppo:r'" in out.stderr
     assert (res / "eval_tiny" / "jct_cdf.png").is_file()
     assert (res / "learning_curve.png").is_file()
 
