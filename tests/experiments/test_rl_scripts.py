@@ -177,6 +177,7 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     assert "resuming from" in out.stdout
     meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
     assert meta["timesteps"] >= saved[-1] + 256
+    assert meta["warm_start"]["demonstrations"] > 0  # the first session's warm start is kept
     # Validation keeps its schedule across the resume: one evaluation per eval_freq (256).
     steps = [
         float(line.split(",")[0])
