@@ -8,6 +8,7 @@ Tune without a second training loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from crius_gym.rl.callbacks import (
 )
 from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
 from crius_gym.rl.ppo import PPOHyperparams, make_model
-from crius_gym.rl.saved import METADATA_FILE, write_metadata
+from crius_gym.rl.saved import PolicyCompatibilityError, read_metadata, write_metadata
 from crius_gym.sim.scenario import load_scenario
 
 EvalHook = Callable[[dict[str, float], Path], None]
@@ -177,9 +178,10 @@ def train(
     if ckpt is not None:
         model = MaskablePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir))
         log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
-        previous = spec.policy_dir / METADATA_FILE
-        if previous.is_file():  # the warm start happened in the first session: keep its record
-            warm = dict((yaml.safe_load(previous.read_text()) or {}).get("warm_start") or {})
+        # The warm start happened in the first session: keep its record (unless the run was
+        # killed before it wrote any metadata).
+        with contextlib.suppress(PolicyCompatibilityError):
+            warm = dict(read_metadata(ckpt).get("warm_start") or {})
     else:
         model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
         if hp.warm_start == "crius":

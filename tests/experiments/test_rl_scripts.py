@@ -114,31 +114,14 @@ def test_train_then_evaluate(tmp_path):
     assert (res / "learning_curve.png").is_file()
 
     # A policy saved for other observation spaces is refused with a clear message.
-    out = run(
-        "experiments/evaluate.py",
-        "--policy",
-        str(pol),
-        "--scenario",
-        "tiny",
-        "--policies",
-        "fcfs",
-        "--out",
-        str(res),
-    )
-    assert out.returncode == 0
+    def evaluate_fcfs():
+        args = ["--policy", str(pol), "--scenario", "tiny", "--policies", "fcfs"]
+        return run("experiments/evaluate.py", *args, "--out", str(res))
+
+    assert evaluate_fcfs().returncode == 0
     meta["spaces"]["actions"] = 999
     (pol / "metadata.yaml").write_text(yaml.safe_dump(meta))
-    out = run(
-        "experiments/evaluate.py",
-        "--policy",
-        str(pol),
-        "--scenario",
-        "tiny",
-        "--policies",
-        "fcfs",
-        "--out",
-        str(res),
-    )
+    out = evaluate_fcfs()
     assert out.returncode == 2 and "spaces" in out.stderr
 
 

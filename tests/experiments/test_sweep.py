@@ -40,14 +40,17 @@ ARGS = [
 
 @pytest.mark.ray
 def test_sweep_smoke_and_resume(tmp_path):
-    out = subprocess.run(
-        [sys.executable, *ARGS, "--out", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    def sweep(*extra):
+        return subprocess.run(
+            [sys.executable, *ARGS, "--out", str(tmp_path), *extra],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    out = sweep()
     assert out.returncode == 0, out.stderr[-3000:]
     report = (tmp_path / "sweeps" / "smoke.md").read_text()
     assert "eval_avg_jct_s" in report and report.count("| tiny") == 2
@@ -55,13 +58,6 @@ def test_sweep_smoke_and_resume(tmp_path):
     assert len(trials) == 2
     for t in trials:  # the same outputs as train_ppo.py, per trial
         assert (t / "model.zip").is_file() and (t / "metadata.yaml").is_file()
-    again = subprocess.run(
-        [sys.executable, *ARGS, "--out", str(tmp_path), "--resume"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    again = sweep("--resume")
     assert again.returncode == 0, again.stderr[-3000:]
     assert (tmp_path / "sweeps" / "smoke.md").read_text().count("| tiny") == 2
