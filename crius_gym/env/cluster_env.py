@@ -24,7 +24,7 @@ from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 
 #: Bump on any change to observations, actions, reward or dynamics (the registered ids carry it).
-ENV_VERSION = 1
+ENV_VERSION = 2
 
 
 class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
@@ -66,6 +66,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     fields), ``render_mode`` (``None`` or ``"ansi"``).
 
     ## Version history
+    * v2: window jobs show the same ``cell_selection`` Cells as running jobs (v1 showed the
+      window the top C by throughput whatever ``cell_selection`` said — mostly the biggest
+      Cells, so an agent could not start a job small).
     * v1: a job changed at an instant cannot be restarted at that instant; preemption is
       offered only while a job waits (v0 let agents preempt and restart the same job in a loop).
     * v0: initial version.

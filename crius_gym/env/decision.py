@@ -151,7 +151,7 @@ def _select_window(
     def top(i: int) -> tuple[CellEstimate, ...]:
         if i not in cands:
             job = recs[i].job
-            cands[i] = sim.tuner.tune(job.model, job.global_batch).candidates[: cfg.cells_per_job]
+            cands[i] = selector.cells(job.model, job.global_batch)
         return cands[i]
 
     rest = waiting[cfg.head_jobs :]

@@ -38,12 +38,12 @@ def rollout(env, seed, policy="random", options=None, max_steps=100_000):
 
 def test_registered_ids():
     assert {
-        "crius_gym/Tiny-v1",
-        "crius_gym/Hetero64-v1",
-        "crius_gym/CriusTestbed-v1",
-        "crius_gym/CriusSim1280-v1",
+        "crius_gym/Tiny-v2",
+        "crius_gym/Hetero64-v2",
+        "crius_gym/CriusTestbed-v2",
+        "crius_gym/CriusSim1280-v2",
     } <= set(cenv.REGISTERED_IDS)
-    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v1"
+    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v2"
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_registered_ids():
 def test_both_checkers_pass_without_warnings(config):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = gym.make("crius_gym/Tiny-v1", config=config)
+        env = gym.make("crius_gym/Tiny-v2", config=config)
         gym_check_env(env.unwrapped)
         sb3_check_env(CriusEnv("tiny", config=config))
     bad = [str(w.message) for w in caught if not any(a in str(w.message) for a in ALLOWED_WARNINGS)]
@@ -96,6 +96,33 @@ def test_every_unmasked_action_is_accepted_and_masked_ones_are_counted():
                 _, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(mask))))
                 assert not info["invalid_action"]
             done = term or trunc
+
+
+@pytest.mark.parametrize("selection", ["spread", "fastest"])
+def test_window_and_running_jobs_show_the_configured_cells(selection):
+    """Every job shown, waiting or running, offers its ``cell_selection`` Cells (v1 showed the
+    window the fastest Cells whatever the setting)."""
+    from crius_gym.env.decision import select_cells
+
+    env = CriusEnv("hetero-64", config={"cell_selection": selection})
+    c = env.config.cells_per_job
+    env.reset(seed=0, options={"split": "val", "index": 0})
+    rng = np.random.default_rng(0)
+    shown = smaller = 0
+    for _ in range(60):
+        st = env._state
+        for rec, cells in (*zip(st.window, st.cells), *zip(st.running, st.run_cells)):
+            ranked = env.tuner.tune(rec.job.model, rec.job.global_batch).candidates
+            assert cells == select_cells(ranked, c, selection)
+            shown += 1
+        for rec, cells in zip(st.window, st.cells):  # fewer GPUs than every top-C Cell?
+            fastest = env.tuner.tune(rec.job.model, rec.job.global_batch).candidates[:c]
+            smaller += min(ce.num_gpus for ce in cells) < min(ce.num_gpus for ce in fastest)
+        *_, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        if term or trunc:
+            break
+    assert shown > 50
+    assert (smaller > 0) == (selection == "spread")
 
 
 def test_throughput_reward_counts_completed_jobs():
