@@ -21,11 +21,79 @@ from dataclasses import dataclass
 import numpy as np
 
 from crius_gym.env.config import EnvConfig
+from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell, CellEstimate
 from crius_gym.sim.allocator import Allocator, Placement
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
 from crius_gym.workload.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class TypeLayout:
+    """The cluster's GPU types in group order, for per-type arrays.
+
+    Attributes:
+        types: GPU types, in the cluster's group order (a type's *slot* is its index here).
+        slot: slot of each type.
+        width: columns of a per-type table indexed by GPUs per node: the largest node size + 2,
+            so the last column (never reached by a real node) can stand for "does not fit".
+        node_type_slot: (all nodes,) slot of each node, groups concatenated in order.
+        first_node: index of each type's first node among all nodes.
+    """
+
+    types: tuple[str, ...]
+    slot: dict[str, int]
+    width: int
+    node_type_slot: np.ndarray
+    first_node: tuple[int, ...]
+
+    @property
+    def table_size(self) -> int:
+        """Cells of a (types × width) table."""
+        return len(self.types) * self.width
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec) -> TypeLayout:
+        """The layout of a cluster."""
+        types = tuple(g.gpu_type for g in cluster.groups)
+        return cls(
+            types=types,
+            slot={t: i for i, t in enumerate(types)},
+            width=max(g.gpus_per_node for g in cluster.groups) + 2,
+            node_type_slot=np.repeat(np.arange(len(types)), [g.num_nodes for g in cluster.groups]),
+            first_node=tuple(
+                sum(g.num_nodes for g in cluster.groups[:i]) for i in range(len(cluster.groups))
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class CandidateArrays:
+    """A job's candidate Cells as arrays padded to C entries, for vectorised checks.
+
+    Padding entries ask for ``TypeLayout.width − 1`` GPUs per node on one node, which no node
+    has, so they never fit.
+
+    Attributes:
+        count: real candidates.
+        type_slot: (C,) slot of each Cell's GPU type.
+        gpus_per_node: (C,) GPUs per node of each Cell.
+        num_nodes: (C,) nodes of each Cell.
+        iter_time_s: (C,) estimated seconds per iteration (0 in padding).
+        slot_of: position of each Cell in the candidates.
+        shapes: (type slot, GPUs per node, nodes) of each real candidate.
+        padding: ``False`` for each padding entry.
+    """
+
+    count: int
+    type_slot: np.ndarray
+    gpus_per_node: np.ndarray
+    num_nodes: np.ndarray
+    iter_time_s: np.ndarray
+    slot_of: dict[Cell, int]
+    shapes: tuple[tuple[int, int, int], ...]
+    padding: list[bool]
 
 
 class CellSelector:
@@ -34,53 +102,103 @@ class CellSelector:
     def __init__(self, sim: Simulator, cfg: EnvConfig) -> None:
         self.sim = sim
         self.cfg = cfg
-        self._cache: dict[tuple[ModelSpec, int], tuple[CellEstimate, ...]] = {}
+        self.layout = TypeLayout.of(sim.cluster)
+        self._cache: dict[
+            tuple[ModelSpec, int], tuple[tuple[CellEstimate, ...], CandidateArrays]
+        ] = {}
 
-    def cells(self, model: ModelSpec, batch: int) -> tuple[CellEstimate, ...]:
-        """A job's candidate Cells."""
+    def candidates(
+        self, model: ModelSpec, batch: int
+    ) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
+        """A job's candidate Cells, with their arrays."""
         key = (model, batch)
         hit = self._cache.get(key)
         if hit is None:
             ranked = self.sim.tuner.tune(model, batch).candidates
-            hit = select_cells(ranked, self.cfg.cells_per_job, self.cfg.cell_selection)
+            cells = select_cells(ranked, self.cfg.cells_per_job, self.cfg.cell_selection)
+            hit = (cells, self._arrays(cells))
             self._cache[key] = hit
         return hit
+
+    def cells(self, model: ModelSpec, batch: int) -> tuple[CellEstimate, ...]:
+        """A job's candidate Cells."""
+        return self.candidates(model, batch)[0]
+
+    def _arrays(self, cells: tuple[CellEstimate, ...]) -> CandidateArrays:
+        pad = self.cfg.cells_per_job - len(cells)
+        return CandidateArrays(
+            count=len(cells),
+            type_slot=np.array([self.layout.slot[ce.cell.gpu_type] for ce in cells] + [0] * pad),
+            gpus_per_node=np.array(
+                [ce.cell.layout.gpus_per_node for ce in cells] + [self.layout.width - 1] * pad
+            ),
+            num_nodes=np.array([ce.cell.layout.num_nodes for ce in cells] + [1] * pad),
+            iter_time_s=np.array([ce.iter_time_s for ce in cells] + [0.0] * pad),
+            slot_of={ce.cell: j for j, ce in enumerate(cells)},
+            shapes=tuple(
+                (self.layout.slot[ce.cell.gpu_type], lay.gpus_per_node, lay.num_nodes)
+                for ce in cells
+                for lay in (ce.cell.layout,)
+            ),
+            padding=[False] * pad,
+        )
 
 
 class FitIndex:
     """Answers "does this Cell fit now?" from per-type histograms of free GPUs per node.
 
-    ``nodes_with[type][g]`` = nodes with at least ``g`` free GPUs, so a ``k × g`` Cell fits iff
-    ``nodes_with[type][g] >= k``: one lookup instead of a scan of the nodes per Cell.
+    ``table[slot, g]`` = nodes of the type with at least ``g`` free GPUs, so a ``k × g`` Cell
+    fits iff ``table[slot, g] >= k``: one lookup instead of a scan of the nodes per Cell.
+    Lookups go through Python lists: with a handful of Cells per job they beat numpy calls.
+
+    Args:
+        alloc: the allocation state (read once; build a new index after it changes).
+        layout: the cluster's type layout (computed from ``alloc`` when omitted).
     """
 
-    def __init__(self, alloc: Allocator) -> None:
-        self._nodes_with: dict[str, np.ndarray] = {}
-        self._free: dict[str, np.ndarray] = {}
-        for g in alloc.cluster.groups:
-            free = alloc.free_per_node(g.gpu_type)
-            self._free[g.gpu_type] = free
-            counts = np.bincount(free, minlength=g.gpus_per_node + 1)
-            self._nodes_with[g.gpu_type] = np.cumsum(counts[::-1])[::-1]
+    def __init__(self, alloc: Allocator, layout: TypeLayout | None = None) -> None:
+        self.layout = layout or TypeLayout.of(alloc.cluster)
+        lay = self.layout
+        free = alloc.free_per_node_all()
+        # One histogram over all nodes: bin = slot · width + free GPUs.
+        counts = np.bincount(lay.node_type_slot * lay.width + free, minlength=lay.table_size)
+        counts = counts.reshape(len(lay.types), lay.width)
+        self.table = counts[:, ::-1].cumsum(axis=1)[:, ::-1]
+        #: The same table as Python lists (fast single lookups).
+        self.rows: list[list[int]] = self.table.tolist()
+        self._free: list[int] = free.tolist()  # all nodes, groups in order
 
     def fits(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs."""
-        table = self._nodes_with.get(cell.gpu_type)
+        t = self.layout.slot.get(cell.gpu_type)
         g = cell.layout.gpus_per_node
-        return table is not None and g < len(table) and int(table[g]) >= cell.layout.num_nodes
+        return t is not None and g < self.layout.width and self.rows[t][g] >= cell.layout.num_nodes
 
     def fits_after_release(self, cell: Cell, placement: Placement) -> bool:
         """Whether the Cell would fit once ``placement``'s GPUs are free again."""
-        if cell.gpu_type != placement.gpu_type:
-            return self.fits(cell)
-        table = self._nodes_with[cell.gpu_type]
+        t = self.layout.slot.get(cell.gpu_type)
         g = cell.layout.gpus_per_node
-        if g >= len(table):
+        if t is None or g >= self.layout.width:
             return False
-        free = self._free[cell.gpu_type]
+        return self._fits_after(t, g, cell.layout.num_nodes, placement)
+
+    def _fits_after(self, t: int, g: int, nodes: int, placement: Placement) -> bool:
+        base = self.rows[t][g]
+        if t != self.layout.slot[placement.gpu_type] or base >= nodes:
+            return base >= nodes
         # A released node counts for g only if it had fewer than g free GPUs before.
-        gained = sum(1 for n in placement.nodes if free[n] < g <= free[n] + placement.gpus_per_node)
-        return int(table[g]) + gained >= cell.layout.num_nodes
+        free, pg, first = self._free, placement.gpus_per_node, self.layout.first_node[t]
+        gained = sum(free[first + n] < g <= free[first + n] + pg for n in placement.nodes)
+        return base + gained >= nodes
+
+    def fits_all(self, cands: CandidateArrays) -> list[bool]:
+        """Whether each candidate fits (C entries; padding False)."""
+        rows = self.rows
+        return [rows[t][g] >= k for t, g, k in cands.shapes] + cands.padding
+
+    def fits_all_after_release(self, cands: CandidateArrays, placement: Placement) -> list[bool]:
+        """Whether each candidate would fit once ``placement``'s GPUs are free again."""
+        return [self._fits_after(t, g, k, placement) for t, g, k in cands.shapes] + cands.padding
 
 
 @dataclass
@@ -90,32 +208,37 @@ class DecisionState:
     Attributes:
         now_s: simulated time.
         window: waiting jobs shown (≤ K), in window order.
-        cells: each window job's candidate Cells (≤ C, the tuner's ranking).
+        cells: each window job's candidate Cells (≤ C, see ``EnvConfig.cell_selection``).
+        cell_arrays: the same candidates as padded arrays.
         fits: (K, C) whether each candidate fits now.
         running: running jobs shown (≤ R; empty unless reconfiguring).
         run_cells: each running job's candidate Cells (≤ C).
+        run_cell_arrays: the same candidates as padded arrays.
         run_valid: (R, C + 1) whether each reconfiguration (and, last column, preemption) is
             valid.
         waiting_total: all waiting jobs.
         wait_valid: WAIT can change something (arrivals pending or jobs active).
         mask: the flat action mask.
+        index: where Cells fit now (per-type free-GPU histograms).
+        fitting_jobs: window jobs with a candidate that can start now.
+        has_choice: some action other than WAIT is valid.
     """
 
     now_s: float
     window: list[JobRecord]
     cells: list[tuple[CellEstimate, ...]]
+    cell_arrays: list[CandidateArrays]
     fits: np.ndarray
     running: list[JobRecord]
     run_cells: list[tuple[CellEstimate, ...]]
+    run_cell_arrays: list[CandidateArrays]
     run_valid: np.ndarray
     waiting_total: int
     wait_valid: bool
     mask: np.ndarray
-
-    @property
-    def has_choice(self) -> bool:
-        """Some action other than WAIT is valid."""
-        return bool(self.mask[:-1].any())
+    index: FitIndex
+    fitting_jobs: int
+    has_choice: bool
 
 
 def select_cells(
@@ -142,16 +265,16 @@ def select_cells(
 
 def _select_window(
     sim: Simulator, cfg: EnvConfig, index: FitIndex, selector: CellSelector
-) -> tuple[list[JobRecord], list[tuple[CellEstimate, ...]]]:
+) -> tuple[list[JobRecord], list[tuple[CellEstimate, ...]], list[CandidateArrays]]:
     recs = sim.records
     waiting = sim.waiting_indices
     chosen: list[int] = list(waiting[: cfg.head_jobs])
-    cands: dict[int, tuple[CellEstimate, ...]] = {}
+    cands: dict[int, tuple[tuple[CellEstimate, ...], CandidateArrays]] = {}
 
-    def top(i: int) -> tuple[CellEstimate, ...]:
+    def top(i: int) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
         if i not in cands:
             job = recs[i].job
-            cands[i] = selector.cells(job.model, job.global_batch)
+            cands[i] = selector.candidates(job.model, job.global_batch)
         return cands[i]
 
     rest = waiting[cfg.head_jobs :]
@@ -159,7 +282,7 @@ def _select_window(
     if room > 0 and rest:
         picked: list[int] = []
         for i in rest:  # the earliest later jobs that can start now
-            if any(index.fits(c.cell) for c in top(i)):
+            if any(index.fits_all(top(i)[1])):
                 picked.append(i)
                 if len(picked) == room:
                     break
@@ -168,7 +291,8 @@ def _select_window(
             picked += [i for i in rest if i not in taken][: room - len(picked)]
             picked.sort()
         chosen += picked
-    return [recs[i] for i in chosen], [top(i) for i in chosen]
+    shown = [top(i) for i in chosen]
+    return [recs[i] for i in chosen], [c for c, _ in shown], [a for _, a in shown]
 
 
 def build_decision_state(
@@ -183,48 +307,60 @@ def build_decision_state(
     GPUs for a waiting job.
     """
     k, c, r = cfg.window_jobs, cfg.cells_per_job, cfg.running_jobs
-    index = FitIndex(sim.allocator)
-    window, cells = _select_window(sim, cfg, index, selector)
-    fits = np.zeros((k, c), dtype=bool)
-    for i, cs in enumerate(cells):
-        if window[i].index in acted:
-            continue  # preempted at this instant: no restart until time moves
-        for j, ce in enumerate(cs):
-            fits[i, j] = index.fits(ce.cell)
+    index = FitIndex(sim.allocator, selector.layout)
+    window, cells, arrays = _select_window(sim, cfg, index, selector)
+    # Rows are built as Python lists and converted once: C is small, numpy calls are not.
+    none = [False] * c
+    fit_rows = [
+        none if window[i].index in acted else index.fits_all(cands)  # changed at this instant:
+        for i, cands in enumerate(arrays)  # no restart until time moves
+    ]
+    fit_rows += [none] * (k - len(fit_rows))
     running: list[JobRecord] = []
     run_cells: list[tuple[CellEstimate, ...]] = []
-    run_valid = np.zeros((r, c + 1), dtype=bool)
+    run_arrays: list[CandidateArrays] = []
+    run_rows: list[list[bool]] = []
     if cfg.reconfigure:
         recs = sim.records
-        for row, i in enumerate(sim.active_indices[:r]):
+        # Preempting only helps a waiting job (it frees GPUs for it).
+        someone_waits = bool(sim.waiting_indices)
+        for i in sim.active_indices[:r]:
             rec = recs[i]
             running.append(rec)
-            cs = selector.cells(rec.job.model, rec.job.global_batch)
+            cs, cands = selector.candidates(rec.job.model, rec.job.global_batch)
             run_cells.append(cs)
-            assert rec.placement is not None
+            run_arrays.append(cands)
+            assert rec.placement is not None and rec.cell is not None
             if i in acted:
+                run_rows.append([False] * (c + 1))
                 continue
-            for j, ce in enumerate(cs):
-                run_valid[row, j] = ce.cell != rec.cell and index.fits_after_release(
-                    ce.cell, rec.placement
-                )
-            # Preempting only helps a waiting job (it frees GPUs for it).
-            run_valid[row, c] = bool(sim.waiting_indices)
-    mask = np.zeros(cfg.num_actions, dtype=bool)
-    mask[: k * c] = fits.reshape(-1)
-    if cfg.reconfigure:
-        mask[k * c : k * c + r * (c + 1)] = run_valid.reshape(-1)
+            valid = index.fits_all_after_release(cands, rec.placement)
+            current = cands.slot_of.get(rec.cell)
+            if current is not None:  # moving to the Cell it is on is no move
+                valid[current] = False
+            valid.append(someone_waits)
+            run_rows.append(valid)
+    run_rows += [[False] * (c + 1)] * (r - len(run_rows))
+    fitting = sum(map(any, fit_rows))
+    fits = np.array(fit_rows, dtype=bool)
+    run_valid = np.array(run_rows, dtype=bool)
     wait_valid = sim.has_future_events
-    mask[-1] = wait_valid
+    parts = [fits.reshape(-1), run_valid.reshape(-1)] if cfg.reconfigure else [fits.reshape(-1)]
+    mask = np.concatenate([*parts, [wait_valid]])
     return DecisionState(
         now_s=sim.now_s,
         window=window,
         cells=cells,
+        cell_arrays=arrays,
         fits=fits,
         running=running,
         run_cells=run_cells,
+        run_cell_arrays=run_arrays,
         run_valid=run_valid,
         waiting_total=len(sim.waiting_indices),
         wait_valid=wait_valid,
         mask=mask,
+        index=index,
+        fitting_jobs=fitting,
+        has_choice=fitting > 0 or any(map(any, run_rows)),
     )

@@ -20,14 +20,14 @@ Tables are flattened because SB3 treats multi-dimensional boxes as images or war
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 from gymnasium import spaces
 
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.decision import DecisionState
-from crius_gym.perf.cell import Cell, CellEstimate
+from crius_gym.perf.cell import CellEstimate
 from crius_gym.perf.layers import model_costs
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
@@ -93,17 +93,12 @@ GLOBAL_FEATURES = (
 
 
 _LOG_CAP = math.log1p(1000.0)
-
-
-@dataclass(frozen=True)
-class _CellBlock:
-    """Cached static features of a job's candidate Cells, with what the dynamic ones need."""
-
-    cells: tuple[CellEstimate, ...]
-    rows: np.ndarray  # (len(cells), features), dynamic columns zero
-    iter_times: np.ndarray  # estimated seconds per iteration of each Cell
-    type_slot: np.ndarray  # index of each Cell's GPU type in the cluster's type list
-    slot_of: dict[Cell, int]  # position of each Cell in the list
+#: Job features that change with time: waited, remaining_work, progress, queue_position,
+#: current_gpus, current_speed.
+_DYNAMIC_JOB_COLUMNS = np.array([1, 2, 3, 13, 14, 15])
+#: GPU-type features that change with time: free, free_nodes, running_share,
+#: largest_free_block.
+_DYNAMIC_TYPE_COLUMNS = np.array([1, 2, 7, 8])
 
 
 def _log_norm(x: float, scale: float) -> float:
@@ -129,20 +124,13 @@ class ObservationEncoder:
         self.n_cell = len(CELL_FEATURES_BASE) + cfg.max_gpu_types
         self.total_gpus = sim.cluster.num_gpus
         self._tuning_cap = max(1.0, sim.tuner.config.full_overhead_cap_s)
-        self._static: dict[tuple[int, int], _CellBlock] = {}
+        self._static: dict[int, tuple[tuple[CellEstimate, ...], np.ndarray]] = {}
         self._static_jobs: dict[tuple[str, int, int, int], np.ndarray] = {}
-        self._ranges = [np.arange(n) for n in range(cfg.cells_per_job + 1)]
         self._all_types = list(sim.cluster.gpu_types)
         self._type_slot = {t: i for i, t in enumerate(self._all_types)}
-        self._type_sizes = [
-            (
-                t,
-                sim.cluster.group(t).num_gpus,
-                sim.cluster.group(t).num_nodes,
-                sim.cluster.group(t).gpus_per_node,
-            )
-            for t in self.types
-        ]
+        groups = [sim.cluster.group(t) for t in self.types]
+        self._per_node = [g.gpus_per_node for g in groups]
+        self._nodes = [g.num_nodes for g in groups]
         self._cluster_static = np.zeros((cfg.max_gpu_types, len(TYPE_FEATURES)), np.float32)
         for t, name in enumerate(self.types):
             g = sim.cluster.group(name)
@@ -153,6 +141,23 @@ class ObservationEncoder:
             row[5] = min(1.0, g.gpu.memory_gb / 160.0)
             row[6] = min(1.0, g.gpus_per_node / 16.0)
         self.space = self._space()
+        # Every table's slice of the one observation buffer: key -> (start, stop, shape). Job
+        # tables first (window, running), then Cell tables (same order), so each pair is one
+        # contiguous block; the returned dict keeps the order of ``row_shapes``.
+        shapes = self.row_shapes
+        order = ["jobs", "running", "cells", "running_cells", "cluster", "globals"]
+        offsets: dict[str, tuple[int, int, tuple[int, int]]] = {}
+        offset = 0
+        for key in order:
+            if key in shapes:
+                rows, cols = shapes[key]
+                offsets[key] = (offset, offset + rows * cols, shapes[key])
+                offset += rows * cols
+        self._layout = {key: offsets[key] for key in shapes}
+        self._size = offset
+        self._records: Sequence[JobRecord] = ()
+        self._per_job: dict[int, tuple[JobRecord, np.ndarray, np.ndarray]] = {}
+        self._no_cells = np.zeros((cfg.cells_per_job, self.n_cell), dtype=np.float32)
 
     @property
     def cell_features(self) -> tuple[str, ...]:
@@ -210,37 +215,32 @@ class ObservationEncoder:
         self._static_jobs[key] = out
         return out
 
-    def _job_row(
-        self,
-        out: np.ndarray,
-        rec: JobRecord,
-        cells: tuple[CellEstimate, ...],
-        fits: np.ndarray,
-        position: float,
-    ) -> None:
-        job = rec.job
-        now = self.sim.now_s
-        best = cells[0] if cells else None
-        remaining = job.iterations - rec.progress_at(now)
-        out[:] = self._static_job(job, cells)
-        out[1] = _log_norm(now - job.arrival_s, self.time_scale_s)
-        out[2] = _log_norm(remaining * best.iter_time_s, self.time_scale_s) if best else 1.0
-        out[3] = 1.0 - remaining / job.iterations
-        out[10] = float(fits.sum()) / self.cfg.cells_per_job
-        out[13] = position
-        if rec.cell is not None:
-            out[14] = math.log2(1 + rec.cell.num_gpus) / 5.0
-            if best and rec.estimated_iter_time_s > 0:
-                out[15] = min(1.0, best.iter_time_s / rec.estimated_iter_time_s)
+    def _job_static(
+        self, rec: JobRecord, cells: tuple[CellEstimate, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A job's static row and its Cells' static rows, cached per job for the episode."""
+        if self._records is not self.sim.records:  # a new episode
+            self._records, self._per_job = self.sim.records, {}
+        hit = self._per_job.get(rec.index)
+        if hit is not None and hit[0] is rec:
+            return hit[1], hit[2]
+        rows = (
+            self._static_job(rec.job, cells),
+            self._static_cells(cells) if cells else self._no_cells,
+        )
+        self._per_job[rec.index] = (rec, *rows)
+        return rows
 
-    def _static_cells(self, cells: tuple[CellEstimate, ...]) -> _CellBlock:
-        """Features of a job's candidate Cells that depend only on (model, batch, Cell)."""
-        # The tuner caches its results, so the first CellEstimate's identity names the list.
-        key = (id(cells[0]), len(cells))
-        hit = self._static.get(key)
-        if hit is not None and hit.cells[0] is cells[0]:
-            return hit
-        out = np.zeros((len(cells), self.n_cell), dtype=np.float32)
+    def _static_cells(self, cells: tuple[CellEstimate, ...]) -> np.ndarray:
+        """Features of a job's candidate Cells that depend only on (model, batch, Cell).
+
+        Returns a (C, F_CELL) table whose dynamic columns and padding rows are zero.
+        """
+        # The selector caches candidate tuples, so a tuple's identity names it.
+        hit = self._static.get(id(cells))
+        if hit is not None and hit[0] is cells:
+            return hit[1]
+        out = np.zeros((self.cfg.cells_per_job, self.n_cell), dtype=np.float32)
         best_t = cells[0].iter_time_s
         best_per_gpu = max(ce.throughput / ce.num_gpus for ce in cells)
         cap = self._tuning_cap
@@ -262,114 +262,151 @@ class ObservationEncoder:
             t = self.type_index.get(cell.gpu_type)
             if t is not None:
                 row[len(CELL_FEATURES_BASE) + t] = 1.0
-        block = _CellBlock(
-            cells=cells,
-            rows=out,
-            iter_times=np.array([ce.iter_time_s for ce in cells]),
-            type_slot=np.array([self._type_slot[ce.cell.gpu_type] for ce in cells]),
-            slot_of={ce.cell: j for j, ce in enumerate(cells)},
-        )
-        self._static[key] = block
-        return block
+        self._static[id(cells)] = (cells, out)
+        return out
 
-    def _job_block(
+    def _job_tables(
         self,
-        recs: list[JobRecord],
-        cells: list[tuple[CellEstimate, ...]],
+        state: DecisionState,
+        jobs: np.ndarray,
+        cell_obs: np.ndarray,
         valid: np.ndarray,
-        rows: int,
         type_free: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        c = self.cfg.cells_per_job
-        jobs = np.zeros((rows, len(JOB_FEATURES)), dtype=np.float32)
-        cell_obs = np.zeros((rows * c, self.n_cell), dtype=np.float32)
-        n = max(1, len(recs))
-        now = self.sim.now_s
-        blocks, where, left = [], [], []
-        for i, (rec, cs) in enumerate(zip(recs, cells, strict=True)):
-            self._job_row(jobs[i], rec, cs, valid[i, :c], i / n)
-            if not cs:
-                continue
-            block = self._static_cells(cs)
-            blocks.append(block)
-            where.append(self._ranges[len(cs)] + i * c)
-            left.append(rec.job.iterations - rec.progress_at(now))
-            if rec.cell is not None:  # mark the Cell the running job is on
-                j = block.slot_of.get(rec.cell)
-                if j is not None:
-                    cell_obs[i * c + j, 15] = 1.0
-        if not blocks:
-            return jobs, cell_obs
-        idx = np.concatenate(where)
-        current = cell_obs[idx, 15]
-        cell_obs[idx] = np.concatenate([b.rows for b in blocks])
-        cell_obs[idx, 1] = valid[:, :c].reshape(-1)[idx]  # running blocks have a preempt column
-        remaining = np.repeat(np.array(left), [len(b.cells) for b in blocks])
-        times = np.concatenate([b.iter_times for b in blocks]) * remaining
-        cell_obs[idx, 7] = np.minimum(1.0, np.log1p(times / self.time_scale_s) / _LOG_CAP)
-        cell_obs[idx, 12] = type_free[np.concatenate([b.type_slot for b in blocks])]
-        cell_obs[idx, 15] = current
-        return jobs, cell_obs
+    ) -> None:
+        """Fill the job tables (window rows, then running rows) and their Cells.
 
-    def _cluster(self, state: DecisionState) -> np.ndarray:
-        out = self._cluster_static.copy()
-        alloc = self.sim.allocator
-        running_by_type: dict[str, int] = {}
-        active = self.sim.active_indices
+        ``jobs``: (K [+ R], F_JOB) and ``cell_obs``: (K [+ R], C, F_CELL), zeros on entry;
+        ``valid``: (jobs shown, C) whether each of their Cells can be chosen now, window jobs
+        first. Static rows come from caches; the dynamic columns of all jobs are computed at
+        once.
+        """
+        c, k = self.cfg.cells_per_job, self.cfg.window_jobs
+        now = self.sim.now_s
+        entries = [
+            (rec, cs, cands, row / max(1, len(state.window)))
+            for row, (rec, cs, cands) in enumerate(
+                zip(state.window, state.cells, state.cell_arrays, strict=True)
+            )
+        ]
+        if self.cfg.reconfigure:
+            n_run = max(1, len(state.running))
+            entries += [
+                (rec, cs, cands, i / n_run)
+                for i, (rec, cs, cands) in enumerate(
+                    zip(state.running, state.run_cells, state.run_cell_arrays, strict=True)
+                )
+            ]
+        if not entries:
+            return
+        scale = self.time_scale_s
+        statics, blocks, times, slots, lefts = [], [], [], [], []
+        dynamic = []  # per job, the columns _DYNAMIC_JOB_COLUMNS
+        on_cell = []  # (entry, Cell slot) of each running job's current Cell
+        for n, (rec, cs, cands, pos) in enumerate(entries):
+            job = rec.job
+            job_row, cell_rows = self._job_static(rec, cs)
+            statics.append(job_row)
+            blocks.append(cell_rows)
+            times.append(cands.iter_time_s)
+            slots.append(cands.type_slot)
+            left = job.iterations - rec.progress_at(now)
+            lefts.append(left)
+            best = cs[0].iter_time_s if cs else 0.0
+            # A job without candidates has unknown remaining work: the maximum.
+            work = _log_norm(left * best, scale) if cs else 1.0
+            size = speed = 0.0
+            if rec.cell is not None:  # a running job: its size, relative speed and Cell
+                size = math.log2(1 + rec.cell.num_gpus) / 5.0
+                estimated = rec.estimated_iter_time_s
+                speed = min(1.0, best / estimated) if cs and estimated > 0 else 0.0
+                j = cands.slot_of.get(rec.cell)
+                if j is not None:
+                    on_cell.append((n, j))
+            waited = _log_norm(now - job.arrival_s, scale)
+            dynamic.append((waited, work, 1.0 - left / job.iterations, pos, size, speed))
+        n_window = len(state.window)
+        static = np.array(statics)
+        static[:, _DYNAMIC_JOB_COLUMNS] = np.array(dynamic)
+        static[:, 10] = valid.sum(axis=1) / c
+        cells = np.array(blocks)
+        cells[:, :, 1] = valid
+        run_time = np.array(times) * np.array(lefts)[:, None] / scale
+        cells[:, :, 7] = np.minimum(1.0, np.log1p(run_time) / _LOG_CAP)
+        cells[:, :, 12] = type_free[np.array(slots)] * cells[:, :, 0]
+        for n, j in on_cell:
+            cells[n, j, 15] = 1.0
+        # Window jobs fill rows from 0, running jobs rows from K.
+        jobs[:n_window] = static[:n_window]
+        jobs[k : k + len(static) - n_window] = static[n_window:]
+        cell_obs[:n_window] = cells[:n_window]
+        cell_obs[k : k + len(cells) - n_window] = cells[n_window:]
+
+    def _cluster(self, out: np.ndarray, state: DecisionState, type_free: np.ndarray) -> None:
+        """Fill the per-GPU-type table (``max_gpu_types`` × F_TYPE, zeros on entry)."""
+        g = len(self.types)
+        slot = state.index.layout.slot
+        running = [0] * len(self._all_types)
         records = self.sim.records
+        active = self.sim.active_indices
         for i in active:
             cell = records[i].cell
             if cell is not None:
-                running_by_type[cell.gpu_type] = running_by_type.get(cell.gpu_type, 0) + 1
+                running[slot[cell.gpu_type]] += 1
         n_active = max(1, len(active))
-        for t, (name, gpus, nodes, per_node) in enumerate(self._type_sizes):
-            free = alloc.free_per_node(name)
-            row = out[t]
-            row[1] = alloc.free_gpus(name) / gpus
-            row[2] = float(np.count_nonzero(free == per_node)) / nodes
-            row[7] = running_by_type.get(name, 0) / n_active
-            row[8] = float(free.max()) / per_node
-        return out
+        values = []  # per type: free, free_nodes, running_share, largest_free_block
+        for t, (row, per_node, nodes) in enumerate(
+            zip(state.index.rows, self._per_node, self._nodes, strict=False)
+        ):
+            # row[n] = nodes with >= n free GPUs, non-increasing: the largest free block is
+            # the last n with row[n] > 0.
+            largest = per_node - row[1 : per_node + 1].count(0)
+            values.append(
+                (type_free[t], row[per_node] / nodes, running[t] / n_active, largest / per_node)
+            )
+        out[:] = self._cluster_static
+        out[:g, _DYNAMIC_TYPE_COLUMNS] = values
 
-    def _globals(self, state: DecisionState, decisions_now: int) -> np.ndarray:
+    def _globals(self, out: np.ndarray, state: DecisionState, decisions_now: int) -> None:
+        """Fill the cluster-wide features."""
         sim = self.sim
         total_jobs = max(1, len(sim.records))
         waiting = state.waiting_total
-        fitting = int(state.fits.any(axis=1).sum())
-        return np.array(
-            [
-                math.log1p(waiting) / math.log1p(1000.0),
-                (waiting - len(state.window)) / max(1, waiting),
-                math.log1p(len(sim.active_indices)) / math.log1p(1000.0),
-                sim.allocator.busy_gpus() / self.total_gpus,
-                sim.future_arrivals / total_jobs,
-                min(1.0, decisions_now / 16.0),
-                fitting / max(1, len(state.window)),
-                _log_norm(self.time_scale_s, 3600.0),
-            ],
-            dtype=np.float32,
-        ).clip(0.0, 1.0)
+        fitting = state.fitting_jobs
+        out[:] = (
+            math.log1p(waiting) / _LOG_CAP,
+            (waiting - len(state.window)) / max(1, waiting),
+            math.log1p(len(sim.active_indices)) / _LOG_CAP,
+            sim.allocator.busy_gpus() / self.total_gpus,
+            sim.future_arrivals / total_jobs,
+            min(1.0, decisions_now / 16.0),
+            fitting / max(1, len(state.window)),
+            _log_norm(self.time_scale_s, 3600.0),
+        )
 
     def encode(self, state: DecisionState, decisions_now: int) -> dict[str, np.ndarray]:
-        """The observation of a decision state (fresh arrays on every call)."""
+        """The observation of a decision state (fresh arrays on every call).
+
+        Every table is a view into one fresh buffer, filled in place and clipped to [0, 1] once;
+        the window and running tables lie next to each other so one pass fills both.
+        """
         cfg = self.cfg
+        c = cfg.cells_per_job
+        k = cfg.window_jobs + (cfg.running_jobs if cfg.reconfigure else 0)
+        buf = np.zeros(self._size, dtype=np.float32)
+        n_jobs = k * len(JOB_FEATURES)
+        jobs = buf[:n_jobs].reshape(k, len(JOB_FEATURES))
+        cell_obs = buf[n_jobs : n_jobs + k * c * self.n_cell].reshape(k, c, self.n_cell)
+        valid = state.fits[: len(state.window)]
+        if cfg.reconfigure:
+            valid = np.concatenate([valid, state.run_valid[: len(state.running), :c]])
         alloc = self.sim.allocator
         type_free = np.array([alloc.free_gpus(t) / alloc.total_gpus(t) for t in self._all_types])
-        jobs, cells = self._job_block(
-            state.window, state.cells, state.fits, cfg.window_jobs, type_free
-        )
-        obs: dict[str, np.ndarray] = {
-            "jobs": jobs,
-            "cells": cells,
-            "cluster": self._cluster(state),
-            "globals": self._globals(state, decisions_now),
-        }
-        if cfg.reconfigure:
-            run, run_cells = self._job_block(
-                state.running, state.run_cells, state.run_valid, cfg.running_jobs, type_free
-            )
-            obs["running"] = run
-            obs["running_cells"] = run_cells
-        flat = {key: np.clip(v.reshape(-1), 0.0, 1.0) for key, v in obs.items()}
-        flat["action_mask"] = state.mask.astype(np.int8)
-        return flat
+        self._job_tables(state, jobs, cell_obs, valid, type_free)
+        start, stop, shape = self._layout["cluster"]
+        self._cluster(buf[start:stop].reshape(shape), state, type_free)
+        start, stop, _ = self._layout["globals"]
+        self._globals(buf[start:stop], state, decisions_now)
+        np.minimum(np.maximum(buf, 0.0, out=buf), 1.0, out=buf)  # clip, without its wrapper
+        obs = {key: buf[start:stop] for key, (start, stop, _) in self._layout.items()}
+        obs["action_mask"] = state.mask.astype(np.int8)
+        return obs

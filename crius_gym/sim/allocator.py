@@ -47,11 +47,14 @@ class Allocator:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._capacity = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
-        self._free = {
-            g.gpu_type: np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64)
-            for g in cluster.groups
-        }
+        # One array for all nodes (groups in order) with a view per type: readers that want
+        # every node (FitIndex) take it in one call, and a copy is one array copy.
+        self._all = np.concatenate(
+            [np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64) for g in cluster.groups]
+        )
+        self._free = self._views(self._all)
         self._total = {g.gpu_type: g.num_gpus for g in cluster.groups}
+        self._num_gpus = cluster.num_gpus
         self._free_total = dict(self._total)
 
     def copy(self) -> Allocator:
@@ -60,9 +63,18 @@ class Allocator:
         other.cluster = self.cluster
         other._capacity = self._capacity
         other._total = self._total
-        other._free = {k: v.copy() for k, v in self._free.items()}
+        other._num_gpus = self._num_gpus
+        other._all = self._all.copy()
+        other._free = other._views(other._all)
         other._free_total = dict(self._free_total)
         return other
+
+    def _views(self, all_nodes: np.ndarray) -> dict[str, np.ndarray]:
+        views, start = {}, 0
+        for g in self.cluster.groups:
+            views[g.gpu_type] = all_nodes[start : start + g.num_nodes]
+            start += g.num_nodes
+        return views
 
     def free_gpus(self, gpu_type: str) -> int:
         """Free GPUs of a type."""
@@ -71,6 +83,12 @@ class Allocator:
     def total_gpus(self, gpu_type: str) -> int:
         """GPUs of a type."""
         return self._total[gpu_type]
+
+    def free_per_node_all(self) -> np.ndarray:
+        """Read-only view of free GPUs per node of every group, groups in cluster order."""
+        view = self._all.view()
+        view.flags.writeable = False
+        return view
 
     def free_per_node(self, gpu_type: str) -> np.ndarray:
         """Read-only view of free GPUs per node of a type."""
@@ -128,4 +146,4 @@ class Allocator:
 
     def busy_gpus(self) -> int:
         """GPUs allocated, all types."""
-        return sum(self._total[t] - self._free_total[t] for t in self._total)
+        return self._num_gpus - sum(self._free_total.values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import cache
 from typing import Protocol
 
 from crius_gym.perf.cell import Cell
@@ -19,9 +20,17 @@ from crius_gym.perf.tuner import Tuner
 from crius_gym.workload.job import Job
 
 
+@cache
+def _stages_only(stages: int) -> PlanConstraints:
+    # Memo of an immutable value: building the dataclass per job start was a visible cost.
+    return PlanConstraints(pipeline=stages)
+
+
 def cell_constraints(cell: Cell, constraints: PlanConstraints | None) -> PlanConstraints:
     """Plan restrictions of a Cell: its stage count plus any extra restriction."""
-    return replace(constraints or PlanConstraints(), pipeline=cell.stages)
+    if constraints is None:
+        return _stages_only(cell.stages)
+    return replace(constraints, pipeline=cell.stages)
 
 
 def estimated_plan(

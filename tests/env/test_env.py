@@ -111,11 +111,16 @@ def test_window_and_running_jobs_show_the_configured_cells(selection):
     shown = smaller = 0
     for _ in range(60):
         st = env._state
-        for rec, cells in (*zip(st.window, st.cells), *zip(st.running, st.run_cells)):
+        for rec, cells in (
+            *zip(st.window, st.cells, strict=True),
+            *zip(st.running, st.run_cells, strict=True),
+        ):
             ranked = env.tuner.tune(rec.job.model, rec.job.global_batch).candidates
             assert cells == select_cells(ranked, c, selection)
             shown += 1
-        for rec, cells in zip(st.window, st.cells):  # fewer GPUs than every top-C Cell?
+        for rec, cells in zip(
+            st.window, st.cells, strict=True
+        ):  # fewer GPUs than every top-C Cell?
             fastest = env.tuner.tune(rec.job.model, rec.job.global_batch).candidates[:c]
             smaller += min(ce.num_gpus for ce in cells) < min(ce.num_gpus for ce in fastest)
         *_, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))

@@ -1,7 +1,10 @@
+from types import SimpleNamespace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crius_gym.env.decision import FitIndex
+from crius_gym.env.config import EnvConfig
+from crius_gym.env.decision import CellSelector, FitIndex
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.plan import Layout
@@ -29,3 +32,11 @@ def test_fit_index_agrees_with_the_allocator(picks):
             expected = alloc.can_place(cell)
             alloc.take(p)
             assert index.fits_after_release(cell, p) == expected
+    # The per-job forms: padded candidate lists, answers in candidate order, padding False.
+    sim = SimpleNamespace(cluster=cluster, tuner=None)
+    selector = CellSelector(sim, EnvConfig(cells_per_job=len(CELLS) + 2))
+    cands = selector._arrays(tuple(SimpleNamespace(cell=c, iter_time_s=1.0) for c in CELLS))
+    assert index.fits_all(cands) == [alloc.can_place(c) for c in CELLS] + [False, False]
+    for p in held:
+        expected = [index.fits_after_release(c, p) for c in CELLS] + [False, False]
+        assert index.fits_all_after_release(cands, p) == expected

@@ -72,4 +72,11 @@ def test_allocation_invariants(ops):
             used = sum(p.num_gpus for p in held if p.gpu_type == g.gpu_type)
             assert (free >= 0).all() and (free <= g.gpus_per_node).all()
             assert int(free.sum()) + used == g.num_gpus == a.free_gpus(g.gpu_type) + used
-    assert isinstance(a.copy().free_per_node("a40"), np.ndarray)
+        every = a.free_per_node_all()  # groups in order, the same numbers as per type
+        assert every.tolist() == [n for g in cluster.groups for n in a.free_per_node(g.gpu_type)]
+        assert a.busy_gpus() == sum(p.num_gpus for p in held)
+    other = a.copy()
+    assert isinstance(other.free_per_node("a40"), np.ndarray)
+    before = a.free_per_node_all().copy()
+    other.place(Cell("a40", Layout(1, 1), 1))  # a copy is independent of the original
+    assert np.array_equal(a.free_per_node_all(), before)
