@@ -24,7 +24,9 @@ from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 
 #: Bump on any change to observations, actions, reward or dynamics (the registered ids carry it).
-ENV_VERSION = 2
+ENV_VERSION = 3
+#: Versions whose saved policies run unchanged in this one (same spaces, same dynamics).
+COMPATIBLE_VERSIONS = (1, 3)
 
 
 class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
@@ -66,9 +68,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     fields), ``render_mode`` (``None`` or ``"ansi"``).
 
     ## Version history
-    * v2: window jobs show the same ``cell_selection`` Cells as running jobs (v1 showed the
-      window the top C by throughput whatever ``cell_selection`` said — mostly the biggest
-      Cells, so an agent could not start a job small).
+    * v3: v1's dynamics, with the window's Cells an explicit setting
+      (``window_cell_selection``, default ``fastest``); v1 policies load.
+    * v2: window jobs showed the ``cell_selection`` (spread) Cells, as v1's documentation
+      said; v1 had shown them the fastest Cells. Cloning and fine-tuning did worse (see
+      ``docs/env.md``), so v3 restored v1's behaviour.
     * v1: a job changed at an instant cannot be restarted at that instant; preemption is
       offered only while a job waits (v0 let agents preempt and restart the same job in a loop).
     * v0: initial version.

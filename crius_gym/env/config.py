@@ -16,10 +16,15 @@ class EnvConfig:
     Attributes:
         window_jobs: K, waiting jobs shown to the agent.
         cells_per_job: C, candidate Cells per job, taken from the tuner's pruned list.
-        cell_selection: which C of the tuner's Cells a job shows: ``fastest`` (the top C by
-            estimated throughput — mostly the biggest Cells) or ``spread`` (the fastest Cell at
-            each GPU count, smallest first, then the fastest of each GPU type not yet shown,
-            then the rest by throughput), so the agent can start a job small.
+        cell_selection: which C of the tuner's Cells a running job shows (its moves):
+            ``fastest`` (the top C by estimated throughput — mostly the biggest Cells) or
+            ``spread`` (the fastest Cell at each GPU count, smallest first, then the fastest of
+            each GPU type not yet shown, then the rest by throughput), so the agent can shrink
+            a job or move it to another type.
+        window_cell_selection: the same choice for waiting jobs (their starts). ``fastest``
+            by default: with ``spread`` the Crius heuristic's starts, mostly on its best Cells,
+            are less often expressible, and on ``hetero-64`` the behaviour-cloned policy starts
+            at 1.23–1.43× Crius's validation JCT instead of 1.02–1.11× (docs/env.md, v2).
         head_jobs: the window holds the first ``head_jobs`` waiting jobs in arrival order, then
             fills with the earliest later jobs that have a fitting Cell (a split window, so a
             blocked head never hides runnable jobs).
@@ -42,6 +47,7 @@ class EnvConfig:
     window_jobs: int = 8
     cells_per_job: int = 6
     cell_selection: Literal["fastest", "spread"] = "spread"
+    window_cell_selection: Literal["fastest", "spread"] = "fastest"
     head_jobs: int = 4
     max_gpu_types: int = 8
     reconfigure: bool = True
@@ -65,8 +71,9 @@ class EnvConfig:
             raise ConfigError("env: reward_scale_s must be > 0")
         if self.max_decisions < 1:
             raise ConfigError("env: max_decisions must be >= 1")
-        if self.cell_selection not in ("fastest", "spread"):
-            raise ConfigError("env: cell_selection must be fastest or spread")
+        for name in ("cell_selection", "window_cell_selection"):
+            if getattr(self, name) not in ("fastest", "spread"):
+                raise ConfigError(f"env: {name} must be fastest or spread")
         if self.tuning not in ("pruned", "full", "none"):
             raise ConfigError("env: tuning must be pruned, full or none")
 

@@ -97,32 +97,32 @@ class CandidateArrays:
 
 
 class CellSelector:
-    """The candidate Cells each (model, batch) shows, selected once and cached per env."""
+    """The candidate Cells each (model, batch) shows, selected once and cached per env.
+
+    Waiting jobs show ``EnvConfig.window_cell_selection``, running jobs ``cell_selection``.
+    """
 
     def __init__(self, sim: Simulator, cfg: EnvConfig) -> None:
         self.sim = sim
         self.cfg = cfg
         self.layout = TypeLayout.of(sim.cluster)
         self._cache: dict[
-            tuple[ModelSpec, int], tuple[tuple[CellEstimate, ...], CandidateArrays]
+            tuple[ModelSpec, int, bool], tuple[tuple[CellEstimate, ...], CandidateArrays]
         ] = {}
 
     def candidates(
-        self, model: ModelSpec, batch: int
+        self, model: ModelSpec, batch: int, running: bool
     ) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
-        """A job's candidate Cells, with their arrays."""
-        key = (model, batch)
+        """A waiting (``running=False``) or running job's candidate Cells, with their arrays."""
+        key = (model, batch, running)
         hit = self._cache.get(key)
         if hit is None:
             ranked = self.sim.tuner.tune(model, batch).candidates
-            cells = select_cells(ranked, self.cfg.cells_per_job, self.cfg.cell_selection)
+            how = self.cfg.cell_selection if running else self.cfg.window_cell_selection
+            cells = select_cells(ranked, self.cfg.cells_per_job, how)
             hit = (cells, self._arrays(cells))
             self._cache[key] = hit
         return hit
-
-    def cells(self, model: ModelSpec, batch: int) -> tuple[CellEstimate, ...]:
-        """A job's candidate Cells."""
-        return self.candidates(model, batch)[0]
 
     def _arrays(self, cells: tuple[CellEstimate, ...]) -> CandidateArrays:
         pad = self.cfg.cells_per_job - len(cells)
@@ -208,7 +208,7 @@ class DecisionState:
     Attributes:
         now_s: simulated time.
         window: waiting jobs shown (≤ K), in window order.
-        cells: each window job's candidate Cells (≤ C, see ``EnvConfig.cell_selection``).
+        cells: each window job's candidate Cells (≤ C, see ``EnvConfig.window_cell_selection``).
         cell_arrays: the same candidates as padded arrays.
         fits: (K, C) whether each candidate fits now.
         running: running jobs shown (≤ R; empty unless reconfiguring).
@@ -274,7 +274,7 @@ def _select_window(
     def top(i: int) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
         if i not in cands:
             job = recs[i].job
-            cands[i] = selector.candidates(job.model, job.global_batch)
+            cands[i] = selector.candidates(job.model, job.global_batch, running=False)
         return cands[i]
 
     rest = waiting[cfg.head_jobs :]
@@ -327,7 +327,7 @@ def build_decision_state(
         for i in sim.active_indices[:r]:
             rec = recs[i]
             running.append(rec)
-            cs, cands = selector.candidates(rec.job.model, rec.job.global_batch)
+            cs, cands = selector.candidates(rec.job.model, rec.job.global_batch, running=True)
             run_cells.append(cs)
             run_arrays.append(cands)
             assert rec.placement is not None and rec.cell is not None

@@ -156,7 +156,9 @@ class ObservationEncoder:
         self._layout = {key: offsets[key] for key in shapes}
         self._size = offset
         self._records: Sequence[JobRecord] = ()
-        self._per_job: dict[int, tuple[JobRecord, np.ndarray, np.ndarray]] = {}
+        self._per_job: dict[
+            int, tuple[JobRecord, tuple[CellEstimate, ...], np.ndarray, np.ndarray]
+        ] = {}
         self._no_cells = np.zeros((cfg.cells_per_job, self.n_cell), dtype=np.float32)
 
     @property
@@ -218,17 +220,22 @@ class ObservationEncoder:
     def _job_static(
         self, rec: JobRecord, cells: tuple[CellEstimate, ...]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """A job's static row and its Cells' static rows, cached per job for the episode."""
+        """A job's static row and its Cells' static rows, cached per job for the episode.
+
+        The rows depend on the candidates shown, which differ between waiting and running
+        (``window_cell_selection`` vs ``cell_selection``), so the entry is checked against
+        them.
+        """
         if self._records is not self.sim.records:  # a new episode
             self._records, self._per_job = self.sim.records, {}
         hit = self._per_job.get(rec.index)
-        if hit is not None and hit[0] is rec:
-            return hit[1], hit[2]
+        if hit is not None and hit[0] is rec and hit[1] is cells:
+            return hit[2], hit[3]
         rows = (
             self._static_job(rec.job, cells),
             self._static_cells(cells) if cells else self._no_cells,
         )
-        self._per_job[rec.index] = (rec, *rows)
+        self._per_job[rec.index] = (rec, cells, *rows)
         return rows
 
     def _static_cells(self, cells: tuple[CellEstimate, ...]) -> np.ndarray:

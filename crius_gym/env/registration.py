@@ -1,8 +1,8 @@
 """Register every scenario in ``envs/`` as a Gymnasium id ``crius_gym/<Name>-v<ENV_VERSION>``.
 
-``hetero-64`` → ``crius_gym/Hetero64-v2``, ``crius-sim-1280`` → ``crius_gym/CriusSim1280-v2``.
-Importing :mod:`crius_gym.env` registers them; ``gym.make("crius_gym/Hetero64-v2")`` then works
-(or ``gym.make("crius_gym.env:crius_gym/Hetero64-v2")`` without the import).
+``hetero-64`` → ``crius_gym/Hetero64-v3``, ``crius-sim-1280`` → ``crius_gym/CriusSim1280-v3``.
+Importing :mod:`crius_gym.env` registers them; ``gym.make("crius_gym/Hetero64-v3")`` then works
+(or ``gym.make("crius_gym.env:crius_gym/Hetero64-v3")`` without the import).
 """
 
 from __future__ import annotations

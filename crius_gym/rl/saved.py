@@ -9,7 +9,7 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 from crius_gym.atomic import atomic_write_text
-from crius_gym.env.cluster_env import ENV_VERSION, CriusEnv
+from crius_gym.env.cluster_env import COMPATIBLE_VERSIONS, ENV_VERSION, CriusEnv
 from crius_gym.env.registration import NAMESPACE, env_id
 from crius_gym.errors import CriusGymError
 
@@ -61,7 +61,8 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
     """Load a saved MaskablePPO after checking it was trained for a compatible env.
 
     A policy runs on any scenario (observations do not depend on the cluster), but only with
-    the same env version and the same observation and action spaces.
+    a compatible env version (``COMPATIBLE_VERSIONS``) and the same observation and action
+    spaces.
 
     Raises:
         PolicyCompatibilityError: naming the file and what differs.
@@ -70,11 +71,13 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
     if not path.is_file():
         raise PolicyCompatibilityError(f"{path}: no such policy file")
     meta = read_metadata(path)
-    if meta.get("env_namespace") != NAMESPACE or meta.get("env_version") != ENV_VERSION:
+    version = meta.get("env_version")
+    if meta.get("env_namespace") != NAMESPACE or version not in COMPATIBLE_VERSIONS:
         raise PolicyCompatibilityError(
             f"{path}: saved for env {meta.get('env_id')!r} (namespace "
             f"{meta.get('env_namespace')!r}, version {meta.get('env_version')!r}); this env is "
-            f"{NAMESPACE} version {ENV_VERSION}"
+            f"{NAMESPACE} version {ENV_VERSION} (runs policies of versions "
+            f"{', '.join(map(str, COMPATIBLE_VERSIONS))})"
         )
     want = space_signature(env)
     have = meta.get("spaces")

@@ -38,21 +38,26 @@ def rollout(env, seed, policy="random", options=None, max_steps=100_000):
 
 def test_registered_ids():
     assert {
-        "crius_gym/Tiny-v2",
-        "crius_gym/Hetero64-v2",
-        "crius_gym/CriusTestbed-v2",
-        "crius_gym/CriusSim1280-v2",
+        "crius_gym/Tiny-v3",
+        "crius_gym/Hetero64-v3",
+        "crius_gym/CriusTestbed-v3",
+        "crius_gym/CriusSim1280-v3",
     } <= set(cenv.REGISTERED_IDS)
-    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v2"
+    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v3"
 
 
 @pytest.mark.parametrize(
-    "config", [{}, {"reconfigure": False, "cell_selection": "fastest"}, {"reward": "throughput"}]
+    "config",
+    [
+        {},
+        {"reconfigure": False, "window_cell_selection": "spread"},
+        {"reward": "throughput"},
+    ],
 )
 def test_both_checkers_pass_without_warnings(config):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = gym.make("crius_gym/Tiny-v2", config=config)
+        env = gym.make("crius_gym/Tiny-v3", config=config)
         gym_check_env(env.unwrapped)
         sb3_check_env(CriusEnv("tiny", config=config))
     bad = [str(w.message) for w in caught if not any(a in str(w.message) for a in ALLOWED_WARNINGS)]
@@ -100,23 +105,27 @@ def test_every_unmasked_action_is_accepted_and_masked_ones_are_counted():
 
 @pytest.mark.parametrize("selection", ["spread", "fastest"])
 def test_window_and_running_jobs_show_the_configured_cells(selection):
-    """Every job shown, waiting or running, offers its ``cell_selection`` Cells (v1 showed the
-    window the fastest Cells whatever the setting)."""
+    """Waiting jobs offer their ``window_cell_selection`` Cells, running jobs their
+    ``cell_selection`` Cells (v1 documented one setting for both but showed the window the
+    fastest Cells; v3 makes the two explicit)."""
     from crius_gym.env.decision import select_cells
 
-    env = CriusEnv("hetero-64", config={"cell_selection": selection})
+    other = "fastest" if selection == "spread" else "spread"
+    env = CriusEnv(
+        "hetero-64", config={"window_cell_selection": selection, "cell_selection": other}
+    )
     c = env.config.cells_per_job
     env.reset(seed=0, options={"split": "val", "index": 0})
     rng = np.random.default_rng(0)
     shown = smaller = 0
     for _ in range(60):
         st = env._state
-        for rec, cells in (
-            *zip(st.window, st.cells, strict=True),
-            *zip(st.running, st.run_cells, strict=True),
+        for rec, cells, how in (
+            *((r, cs, selection) for r, cs in zip(st.window, st.cells, strict=True)),
+            *((r, cs, other) for r, cs in zip(st.running, st.run_cells, strict=True)),
         ):
             ranked = env.tuner.tune(rec.job.model, rec.job.global_batch).candidates
-            assert cells == select_cells(ranked, c, selection)
+            assert cells == select_cells(ranked, c, how)
             shown += 1
         for rec, cells in zip(
             st.window, st.cells, strict=True
@@ -128,6 +137,27 @@ def test_window_and_running_jobs_show_the_configured_cells(selection):
             break
     assert shown > 50
     assert (smaller > 0) == (selection == "spread")
+
+
+@pytest.mark.parametrize("config", [{}, {"window_cell_selection": "spread"}])
+def test_cached_observations_equal_a_fresh_encoding(config):
+    """The encoder caches static rows per job and per candidate list; a fresh encoder (empty
+    caches) must produce the same observation at every step, also when a job moves from the
+    window (its window Cells) to the running block (its running Cells)."""
+    from crius_gym.env.features import ObservationEncoder
+
+    env = CriusEnv("hetero-64", config=config)
+    obs, _ = env.reset(seed=3)
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        fresh = ObservationEncoder(env.config, env.sim, env.reward_scale_s)
+        expected = fresh.encode(env._state, env._decisions_now)
+        assert obs.keys() == expected.keys()
+        for key in obs:
+            assert np.array_equal(obs[key], expected[key]), key
+        obs, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        if term or trunc:
+            obs, _ = env.reset()
 
 
 def test_throughput_reward_counts_completed_jobs():

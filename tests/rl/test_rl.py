@@ -106,10 +106,14 @@ def test_saved_policy_round_trip_and_refusals(tmp_path):
         load_policy(tmp_path / "model.zip", CriusEnv("tiny", config={"reconfigure": False}))
     meta_file = tmp_path / "metadata.yaml"
     data = yaml.safe_load(meta_file.read_text())
-    data["env_version"] = 99
+    data["env_version"] = 1  # v3 kept v1's dynamics: its policies load
     meta_file.write_text(yaml.safe_dump(data))
-    with pytest.raises(PolicyCompatibilityError, match="version"):
-        load_policy(tmp_path / "model.zip", env)
+    load_policy(tmp_path / "model.zip", env)
+    for version in (2, 99):  # v2 showed waiting jobs other Cells
+        data["env_version"] = version
+        meta_file.write_text(yaml.safe_dump(data))
+        with pytest.raises(PolicyCompatibilityError, match="version"):
+            load_policy(tmp_path / "model.zip", env)
     (tmp_path / "lonely").mkdir()
     model.save(tmp_path / "lonely" / "m.zip")
     with pytest.raises(PolicyCompatibilityError, match="metadata"):
