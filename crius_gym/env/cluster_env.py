@@ -45,7 +45,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     or preempt it; the last index is WAIT (run to the next arrival or completion). Invalid
     actions act as WAIT (or, when nothing can happen any more, as a no-op) and are counted in
     ``info["invalid_actions"]``. ``action_masks()`` and the ``action_mask`` observation key give
-    the valid actions; at least one is always valid.
+    the valid actions; until the episode ends at least one is valid.
 
     ## Observation space
     A flat ``Dict`` of float32 boxes in [0, 1] (see :mod:`crius_gym.env.features`) plus the
@@ -208,7 +208,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     # ------------------------------------------------------------------ gymnasium API
     def action_masks(self) -> np.ndarray:
-        """Valid actions now (bool, never all False)."""
+        """Valid actions now (bool; never all False before the episode ends)."""
         assert self._state is not None, "reset() first"
         return self._state.mask.copy()
 
