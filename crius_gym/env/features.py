@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from crius_gym.env.config import EnvConfig
-from crius_gym.env.decision import DecisionState
+from crius_gym.env.decision import CandidateArrays, DecisionState
 from crius_gym.perf.cell import CellEstimate
 from crius_gym.perf.layers import model_costs
 from crius_gym.sim.records import JobRecord
@@ -101,6 +101,23 @@ _DYNAMIC_JOB_COLUMNS = np.array([1, 2, 3, 13, 14, 15])
 _DYNAMIC_TYPE_COLUMNS = np.array([1, 2, 7, 8])
 
 
+class _EpisodeTables:
+    """Static rows of one episode's jobs, by kind and trace index.
+
+    Kind 0 holds a job's rows as a waiting job, kind 1 as a running job (the two show different
+    candidate lists). One fancy index gathers the rows of every job shown.
+    """
+
+    def __init__(self, records: Sequence[JobRecord], cells_per_job: int, cell_features: int):
+        n = len(records)
+        self.records = records
+        self.jobs = np.zeros((2, n, len(JOB_FEATURES)), dtype=np.float32)
+        self.cells = np.zeros((2, n, cells_per_job, cell_features), dtype=np.float32)
+        self.iter_times = np.zeros((2, n, cells_per_job))
+        self.type_slot = np.zeros((2, n, cells_per_job), dtype=np.intp)
+        self.filled = [[False] * n, [False] * n]
+
+
 def _log_norm(x: float, scale: float) -> float:
     """A duration or size mapped into [0, 1]: log1p(x / scale) / log1p(1000)."""
     return min(1.0, math.log1p(max(0.0, x) / scale) / math.log1p(1000.0))
@@ -155,11 +172,7 @@ class ObservationEncoder:
                 offset += rows * cols
         self._layout = {key: offsets[key] for key in shapes}
         self._size = offset
-        self._records: Sequence[JobRecord] = ()
-        self._per_job: dict[
-            int, tuple[JobRecord, tuple[CellEstimate, ...], np.ndarray, np.ndarray]
-        ] = {}
-        self._no_cells = np.zeros((cfg.cells_per_job, self.n_cell), dtype=np.float32)
+        self._tables: _EpisodeTables | None = None
 
     @property
     def cell_features(self) -> tuple[str, ...]:
@@ -217,26 +230,27 @@ class ObservationEncoder:
         self._static_jobs[key] = out
         return out
 
-    def _job_static(
-        self, rec: JobRecord, cells: tuple[CellEstimate, ...]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """A job's static row and its Cells' static rows, cached per job for the episode.
+    def _episode_tables(self) -> _EpisodeTables:
+        """Static rows of this episode's jobs, filled on first sight (a new trace resets them)."""
+        if self._tables is None or self._tables.records is not self.sim.records:
+            self._tables = _EpisodeTables(self.sim.records, self.cfg.cells_per_job, self.n_cell)
+        return self._tables
 
-        The rows depend on the candidates shown, which differ between waiting and running
-        (``window_cell_selection`` vs ``cell_selection``), so the entry is checked against
-        them.
-        """
-        if self._records is not self.sim.records:  # a new episode
-            self._records, self._per_job = self.sim.records, {}
-        hit = self._per_job.get(rec.index)
-        if hit is not None and hit[0] is rec and hit[1] is cells:
-            return hit[2], hit[3]
-        rows = (
-            self._static_job(rec.job, cells),
-            self._static_cells(cells) if cells else self._no_cells,
-        )
-        self._per_job[rec.index] = (rec, cells, *rows)
-        return rows
+    def _fill(
+        self,
+        tables: _EpisodeTables,
+        kind: int,
+        rec: JobRecord,
+        cells: tuple[CellEstimate, ...],
+        cands: CandidateArrays,
+    ) -> None:
+        i = rec.index
+        tables.jobs[kind, i] = self._static_job(rec.job, cells)
+        if cells:
+            tables.cells[kind, i] = self._static_cells(cells)
+        tables.iter_times[kind, i] = cands.iter_time_s
+        tables.type_slot[kind, i] = cands.type_slot
+        tables.filled[kind][i] = True
 
     def _static_cells(self, cells: tuple[CellEstimate, ...]) -> np.ndarray:
         """Features of a job's candidate Cells that depend only on (model, batch, Cell).
@@ -290,7 +304,7 @@ class ObservationEncoder:
         c, k = self.cfg.cells_per_job, self.cfg.window_jobs
         now = self.sim.now_s
         entries = [
-            (rec, cs, cands, row / max(1, len(state.window)))
+            (0, rec, cs, cands, row / max(1, len(state.window)))
             for row, (rec, cs, cands) in enumerate(
                 zip(state.window, state.cells, state.cell_arrays, strict=True)
             )
@@ -298,7 +312,7 @@ class ObservationEncoder:
         if self.cfg.reconfigure:
             n_run = max(1, len(state.running))
             entries += [
-                (rec, cs, cands, i / n_run)
+                (1, rec, cs, cands, i / n_run)
                 for i, (rec, cs, cands) in enumerate(
                     zip(state.running, state.run_cells, state.run_cell_arrays, strict=True)
                 )
@@ -306,16 +320,17 @@ class ObservationEncoder:
         if not entries:
             return
         scale = self.time_scale_s
-        statics, blocks, times, slots, lefts = [], [], [], [], []
+        tables = self._episode_tables()
+        filled = tables.filled
+        kinds, indices, lefts = [], [], []
         dynamic = []  # per job, the columns _DYNAMIC_JOB_COLUMNS
         on_cell = []  # (entry, Cell slot) of each running job's current Cell
-        for n, (rec, cs, cands, pos) in enumerate(entries):
+        for n, (kind, rec, cs, cands, pos) in enumerate(entries):
             job = rec.job
-            job_row, cell_rows = self._job_static(rec, cs)
-            statics.append(job_row)
-            blocks.append(cell_rows)
-            times.append(cands.iter_time_s)
-            slots.append(cands.type_slot)
+            if not filled[kind][rec.index]:
+                self._fill(tables, kind, rec, cs, cands)
+            kinds.append(kind)
+            indices.append(rec.index)
             left = job.iterations - rec.progress_at(now)
             lefts.append(left)
             best = cs[0].iter_time_s if cs else 0.0
@@ -332,14 +347,15 @@ class ObservationEncoder:
             waited = _log_norm(now - job.arrival_s, scale)
             dynamic.append((waited, work, 1.0 - left / job.iterations, pos, size, speed))
         n_window = len(state.window)
-        static = np.array(statics)
-        static[:, _DYNAMIC_JOB_COLUMNS] = np.array(dynamic)
+        at = (np.array(kinds), np.array(indices))
+        static = tables.jobs[at]  # fancy indexing: fresh copies
+        static[:, _DYNAMIC_JOB_COLUMNS] = dynamic
         static[:, 10] = valid.sum(axis=1) / c
-        cells = np.array(blocks)
+        cells = tables.cells[at]
         cells[:, :, 1] = valid
-        run_time = np.array(times) * np.array(lefts)[:, None] / scale
+        run_time = tables.iter_times[at] * np.array(lefts)[:, None] / scale
         cells[:, :, 7] = np.minimum(1.0, np.log1p(run_time) / _LOG_CAP)
-        cells[:, :, 12] = type_free[np.array(slots)] * cells[:, :, 0]
+        cells[:, :, 12] = type_free[tables.type_slot[at]] * cells[:, :, 0]
         for n, j in on_cell:
             cells[n, j, 15] = 1.0
         # Window jobs fill rows from 0, running jobs rows from K.
