@@ -36,8 +36,8 @@ class TypeLayout:
     Attributes:
         types: GPU types, in the cluster's group order (a type's *slot* is its index here).
         slot: slot of each type.
-        width: columns of a per-type table indexed by GPUs per node: the largest node size + 2,
-            so the last column (never reached by a real node) can stand for "does not fit".
+        width: columns of a per-type table indexed by free GPUs per node, 0 to the largest
+            node size.
         node_type_slot: (all nodes,) slot of each node, groups concatenated in order.
         first_node: index of each type's first node among all nodes.
     """
@@ -60,7 +60,7 @@ class TypeLayout:
         return cls(
             types=types,
             slot={t: i for i, t in enumerate(types)},
-            width=max(g.gpus_per_node for g in cluster.groups) + 2,
+            width=max(g.gpus_per_node for g in cluster.groups) + 1,
             node_type_slot=np.repeat(np.arange(len(types)), [g.num_nodes for g in cluster.groups]),
             first_node=tuple(
                 sum(g.num_nodes for g in cluster.groups[:i]) for i in range(len(cluster.groups))
@@ -70,26 +70,17 @@ class TypeLayout:
 
 @dataclass(frozen=True)
 class CandidateArrays:
-    """A job's candidate Cells as arrays padded to C entries, for vectorised checks.
-
-    Padding entries ask for ``TypeLayout.width − 1`` GPUs per node on one node, which no node
-    has, so they never fit.
+    """What fit checks and the encoder need of a job's candidate Cells, padded to C entries.
 
     Attributes:
-        count: real candidates.
-        type_slot: (C,) slot of each Cell's GPU type.
-        gpus_per_node: (C,) GPUs per node of each Cell.
-        num_nodes: (C,) nodes of each Cell.
+        type_slot: (C,) slot of each Cell's GPU type (0 in padding).
         iter_time_s: (C,) estimated seconds per iteration (0 in padding).
         slot_of: position of each Cell in the candidates.
         shapes: (type slot, GPUs per node, nodes) of each real candidate.
-        padding: ``False`` for each padding entry.
+        padding: ``False`` for each padding entry (padding never fits).
     """
 
-    count: int
     type_slot: np.ndarray
-    gpus_per_node: np.ndarray
-    num_nodes: np.ndarray
     iter_time_s: np.ndarray
     slot_of: dict[Cell, int]
     shapes: tuple[tuple[int, int, int], ...]
@@ -127,12 +118,7 @@ class CellSelector:
     def _arrays(self, cells: tuple[CellEstimate, ...]) -> CandidateArrays:
         pad = self.cfg.cells_per_job - len(cells)
         return CandidateArrays(
-            count=len(cells),
             type_slot=np.array([self.layout.slot[ce.cell.gpu_type] for ce in cells] + [0] * pad),
-            gpus_per_node=np.array(
-                [ce.cell.layout.gpus_per_node for ce in cells] + [self.layout.width - 1] * pad
-            ),
-            num_nodes=np.array([ce.cell.layout.num_nodes for ce in cells] + [1] * pad),
             iter_time_s=np.array([ce.iter_time_s for ce in cells] + [0.0] * pad),
             slot_of={ce.cell: j for j, ce in enumerate(cells)},
             shapes=tuple(

@@ -349,7 +349,7 @@ class ObservationEncoder:
         n_window = len(state.window)
         at = (np.array(kinds), np.array(indices))
         static = tables.jobs[at]  # fancy indexing: fresh copies
-        static[:, _DYNAMIC_JOB_COLUMNS] = dynamic
+        static[:, _DYNAMIC_JOB_COLUMNS] = np.array(dynamic)
         static[:, 10] = valid.sum(axis=1) / c
         cells = tables.cells[at]
         cells[:, :, 1] = valid
