@@ -117,15 +117,15 @@ class CellSelector:
 
     def _arrays(self, cells: tuple[CellEstimate, ...]) -> CandidateArrays:
         pad = self.cfg.cells_per_job - len(cells)
+        layouts = [(ce.cell.gpu_type, ce.cell.layout) for ce in cells]
+        shapes = tuple(
+            (self.layout.slot[t], lay.gpus_per_node, lay.num_nodes) for t, lay in layouts
+        )
         return CandidateArrays(
-            type_slot=np.array([self.layout.slot[ce.cell.gpu_type] for ce in cells] + [0] * pad),
+            type_slot=np.array([t for t, _, _ in shapes] + [0] * pad),
             iter_time_s=np.array([ce.iter_time_s for ce in cells] + [0.0] * pad),
             slot_of={ce.cell: j for j, ce in enumerate(cells)},
-            shapes=tuple(
-                (self.layout.slot[ce.cell.gpu_type], lay.gpus_per_node, lay.num_nodes)
-                for ce in cells
-                for lay in (ce.cell.layout,)
-            ),
+            shapes=shapes,
             padding=[False] * pad,
         )
 
@@ -133,8 +133,8 @@ class CellSelector:
 class FitIndex:
     """Answers "does this Cell fit now?" from per-type histograms of free GPUs per node.
 
-    ``table[slot, g]`` = nodes of the type with at least ``g`` free GPUs, so a ``k × g`` Cell
-    fits iff ``table[slot, g] >= k``: one lookup instead of a scan of the nodes per Cell.
+    ``rows[slot][g]`` = nodes of the type with at least ``g`` free GPUs, so a ``k × g`` Cell
+    fits iff ``rows[slot][g] >= k``: one lookup instead of a scan of the nodes per Cell.
     Lookups go through Python lists: with a handful of Cells per job they beat numpy calls.
 
     Args:
@@ -149,9 +149,9 @@ class FitIndex:
         # One histogram over all nodes: bin = slot · width + free GPUs.
         counts = np.bincount(lay.node_type_slot * lay.width + free, minlength=lay.table_size)
         counts = counts.reshape(len(lay.types), lay.width)
-        self.table = counts[:, ::-1].cumsum(axis=1)[:, ::-1]
-        #: The same table as Python lists (fast single lookups).
-        self.rows: list[list[int]] = self.table.tolist()
+        #: ``rows[slot][g]``: nodes of the type with at least ``g`` free GPUs (Python lists:
+        #: fast single lookups).
+        self.rows: list[list[int]] = counts[:, ::-1].cumsum(axis=1)[:, ::-1].tolist()
         self._free: list[int] = free.tolist()  # all nodes, groups in order
 
     def fits(self, cell: Cell) -> bool:

@@ -120,7 +120,7 @@ class _EpisodeTables:
 
 def _log_norm(x: float, scale: float) -> float:
     """A duration or size mapped into [0, 1]: log1p(x / scale) / log1p(1000)."""
-    return min(1.0, math.log1p(max(0.0, x) / scale) / math.log1p(1000.0))
+    return min(1.0, math.log1p(max(0.0, x) / scale) / _LOG_CAP)
 
 
 class ObservationEncoder:
@@ -144,13 +144,11 @@ class ObservationEncoder:
         self._static: dict[int, tuple[tuple[CellEstimate, ...], np.ndarray]] = {}
         self._static_jobs: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._all_types = list(sim.cluster.gpu_types)
-        self._type_slot = {t: i for i, t in enumerate(self._all_types)}
         groups = [sim.cluster.group(t) for t in self.types]
         self._per_node = [g.gpus_per_node for g in groups]
         self._nodes = [g.num_nodes for g in groups]
         self._cluster_static = np.zeros((cfg.max_gpu_types, len(TYPE_FEATURES)), np.float32)
-        for t, name in enumerate(self.types):
-            g = sim.cluster.group(name)
+        for t, g in enumerate(groups):
             row = self._cluster_static[t]
             row[0] = 1.0
             row[3] = g.num_gpus / self.total_gpus
@@ -206,12 +204,9 @@ class ObservationEncoder:
     # ------------------------------------------------------------------ rows
     def _static_job(self, job: Job, cells: tuple[CellEstimate, ...]) -> np.ndarray:
         """Job features that depend only on (model, batch, request, candidates): cached."""
-        key = (
-            job.model.name,
-            job.global_batch,
-            job.requested_gpus or 0,
-            id(cells[0]) if cells else 0,
-        )
+        # The selector keeps one candidate tuple per (model, batch, waiting/running), so the
+        # tuple's identity names the candidates.
+        key = (job.model.name, job.global_batch, job.requested_gpus or 0, id(cells))
         hit = self._static_jobs.get(key)
         if hit is not None:
             return hit
