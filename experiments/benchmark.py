@@ -103,7 +103,7 @@ def replay(
             tr = sc.synthetic_trace("test", 0, num_jobs=synthetic_jobs, tuner=tuner)
         sim = sc.make_simulator(tuner)
         sim.config = dataclasses.replace(sim.config, record_timeseries=False)
-        timed = TimedPolicy(make_policy(policy))
+        timed = TimedPolicy(make_policy(policy, scenario=sc))
         t1 = time.perf_counter()
         res = sim.run(tr, timed)
         t2 = time.perf_counter()

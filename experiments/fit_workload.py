@@ -6,7 +6,13 @@ fit_synthetic_config — model-mix, batch-per-family, GPU-count and GPU-type fre
 are the weights), a maximum-likelihood log-normal of num_iteration clipped to the observed range,
 and the mean inter-arrival gap — and prints the numbers, with their fractions, and whether they
 match the packaged defaults. Nothing is written. The defaults in crius_gym/workload/synthetic.py
-are this script's output on the Philly trace (see docs/workload.md).
+are this script's output on the Philly trace (see docs/workload.md). The Arena simulation traces
+are read as the artifact's simulator reads them (num_iteration // 5).
+
+With --check SCENARIO..., it instead prints each scenario's workload as the simulator sees it: per
+trace (the scenario's own one and its synthetic test traces), the offered load over the trace's
+span (GPU-seconds on the requested GPUs / (cluster GPUs x span)), the mean arrival gap, and the
+distribution of job lengths (run time on the requested GPUs, and GPU-seconds).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import numpy as np
 
 from crius_gym import datasets
 from crius_gym.cli import run_main
+from crius_gym.sim.scenario import list_scenarios, load_scenario, requested_demand
 from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
+from crius_gym.workload.job import Trace
 from crius_gym.workload.synthetic import SyntheticConfig, fit_synthetic_config, interarrival_gaps
 
 
@@ -44,6 +52,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--csv",
         metavar="PATH",
         help="fit this Arena-format trace CSV instead of a public one (overrides --trace)",
+    )
+    p.add_argument(
+        "--iteration-divisor",
+        type=int,
+        metavar="N",
+        help="floor-divide num_iteration by N when reading (default: the artifact's convention, "
+        "5 for the simulate_trace_* files, 1 for the testbed trace and --csv files)",
+    )
+    p.add_argument(
+        "--check",
+        nargs="+",
+        metavar="SCENARIO",
+        help="instead of fitting, print the offered load and job-length distribution of these "
+        f"scenarios' traces (known: {', '.join(list_scenarios())})",
     )
     p.add_argument(
         "--python",
@@ -101,19 +123,58 @@ def _matches_defaults(cfg: SyntheticConfig) -> bool:
     return close and rest == default
 
 
+def _check(names: Sequence[str], data_dir: str | None) -> None:
+    """Print each scenario's offered load and job lengths, per trace."""
+    pct = (10, 50, 90, 99)
+    head = (
+        f"{'trace':<22} {'jobs':>5} {'span_s':>11} {'gap_s':>9} {'load':>5} "
+        + " ".join(f"{'run_p' + str(q):>10}" for q in pct)
+        + f" {'gpu_s_mean':>11}"
+    )
+    for name in names:
+        sc = load_scenario(name)
+        tuner = sc.make_tuner(data_dir=data_dir)
+        traces: list[Trace] = [sc.held_out_traces("test", tuner)[0]]
+        if sc.workload.trace is not None:
+            traces.insert(0, sc.own_trace(data_dir, tuner))
+        print(
+            f"{sc.name}: {sc.cluster.num_gpus} GPUs; workload.load = {sc.workload.load} "
+            f"(synthetic mean gap {sc.synthetic_config(tuner).mean_interarrival_s:,.0f} s)"
+        )
+        print("  " + head)
+        for tr in traces:
+            demand = [d for d in (requested_demand(tuner, j) for j in tr.jobs) if d is not None]
+            gpu_s = np.array([d[0] for d in demand])
+            run_s = np.array([d[1] for d in demand])
+            span = tr.jobs[-1].arrival_s - tr.jobs[0].arrival_s
+            load = gpu_s.sum() / (sc.cluster.num_gpus * span) if span > 0 else math.inf
+            runs = " ".join(f"{np.percentile(run_s, q):>10,.0f}" for q in pct)
+            label = f"{tr.name} (/{tr.iteration_divisor})" if tr.iteration_divisor > 1 else tr.name
+            print(
+                f"  {label:<22} {len(tr):>5} {span:>11,.0f} {span / max(1, len(tr) - 1):>9,.0f} "
+                f"{load:>5.2f} {runs} {gpu_s.mean():>11,.0f}"
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.check:
+        _check(args.check, args.data_dir)
+        return
     if args.csv:
-        trace = read_arena_trace(args.csv)
+        trace = read_arena_trace(args.csv, iteration_divisor=args.iteration_divisor)
         source = args.csv
     else:
-        trace = load_arena_trace(args.trace, args.data_dir)
+        trace = load_arena_trace(
+            args.trace, args.data_dir, iteration_divisor=args.iteration_divisor
+        )
         source = str(datasets.data_dir(args.data_dir) / datasets.ARENA_TRACES[args.trace])
     cfg = fit_synthetic_config(trace)
     gaps = np.asarray(interarrival_gaps(trace))
     iters = np.asarray([j.iterations for j in trace.jobs], dtype=np.float64)
     lines = [
-        f"fitted on {source}: {len(trace)} jobs, {len(trace.skipped)} rows skipped",
+        f"fitted on {source}: {len(trace)} jobs, {len(trace.skipped)} rows skipped, "
+        f"num_iteration // {trace.iteration_divisor}",
         f"num_jobs: {cfg.num_jobs}",
         f"mean_interarrival_s: {cfg.mean_interarrival_s:.4f}  (gaps: median "
         f"{np.median(gaps):.1f} s, max {gaps.max():.0f} s, coefficient of variation "

@@ -33,18 +33,23 @@ def run_policies(
     Args:
         scenario: cluster and settings.
         traces: the traces.
-        policies: registered policy names.
+        policies: policy names (the scenario's definitions first, then the registry).
         seed: seeds each policy's random generator.
         horizon_s: optional stop time per run.
         ground_truth: override of the scenario's ground truth.
         data_dir: public data directory (measured ground truth).
         tuner: a tuner to share across runs (its cache is reused).
         progress: show a progress bar of finished jobs per run.
-        policy_factory: builds a policy from a name (default: the registry).
+        policy_factory: builds a policy from a name (default: the scenario's definitions,
+            then the registry).
     """
-    tuner = tuner or scenario.make_tuner()
+    tuner = tuner or scenario.make_tuner(ground_truth, data_dir)
     sim = scenario.make_simulator(tuner, ground_truth, data_dir)
-    make = policy_factory or make_policy
+
+    def from_scenario(name: str) -> Policy:
+        return make_policy(name, scenario=scenario)
+
+    make = policy_factory or from_scenario
     out = []
     for name in policies:
         for trace in traces:

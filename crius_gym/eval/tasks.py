@@ -96,7 +96,10 @@ def execute(task: Task) -> TaskResult:
 
         sim = scenario.make_simulator(ground_truth=task.ground_truth, data_dir=task.data_dir)
         res = sim.run(
-            task.trace, make_policy(task.policy), seed=task.seed, horizon_s=task.horizon_s
+            task.trace,
+            make_policy(task.policy, scenario=scenario),
+            seed=task.seed,
+            horizon_s=task.horizon_s,
         )
         return TaskResult(res)
     from crius_gym.env.cluster_env import CriusEnv

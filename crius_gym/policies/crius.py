@@ -960,3 +960,7 @@ register("crius-ns")(_factory("crius-ns", scaling=False))
 register("crius-nh")(_factory("crius-nh", type_change=False))
 register("crius-no")(_factory("crius-no", opportunistic=False))
 register("crius-dp")(_factory("crius-dp", data_parallel_only=True))
+# The Arena artifact's upgrade pass: after every round with arrivals too
+# (scheduler.py::_fit_new_jobs), on any positive summed-throughput gain with no pay-back test
+# (_job_upgrade_search: ``if max_gain > 0``).
+register("crius-artifact")(_factory("crius-artifact", upgrade_on_arrivals=True, charge_pause=False))

@@ -1,12 +1,19 @@
-"""Policy registry: name → factory. Unknown names list the choices."""
+"""Policy registry: name → factory. Unknown names list the choices.
+
+A scenario may redefine names (``policies:`` in its file, e.g. ``crius: crius-artifact`` in
+``crius-sim-1280-artifact``); :func:`make_policy` with ``scenario=`` resolves them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from crius_gym.errors import UnknownNameError
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.sim.policy import Policy
+
+if TYPE_CHECKING:
+    from crius_gym.sim.scenario import Scenario
 
 _FACTORIES: dict[str, Callable[..., Policy]] = {}
 F = TypeVar("F", bound=Callable[..., Policy])
@@ -30,18 +37,42 @@ def available() -> tuple[str, ...]:
     return tuple(sorted(_FACTORIES))
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """Build a registered policy.
+def make_policy(name: str, *, scenario: Scenario | None = None, **options: Any) -> Policy:
+    """Build a registered policy, or what ``scenario`` says ``name`` means.
+
+    A name the scenario redefines builds its registered policy with the scenario's options
+    (``options`` given here override them) and keeps ``name`` as the policy's report name.
 
     Raises:
         UnknownNameError: listing the registered policies.
+        InputFileError: the scenario's definition of ``name`` names an unknown policy or bad
+            options (naming the scenario file and ``policies.<name>``).
     """
     _load_builtin()
+    spec = scenario.policy_spec(name) if scenario is not None else None
+    if spec is None:
+        try:
+            factory = _FACTORIES[name]
+        except KeyError:
+            raise UnknownNameError("policy", name, _FACTORIES) from None
+        return factory(**options)
+    assert scenario is not None
+    where = f"policies.{name}"
+    if spec.policy not in _FACTORIES:
+        err = UnknownNameError("policy", spec.policy, _FACTORIES)
+        raise InputFileError(scenario.path or scenario.name, str(err), field=where)
     try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise UnknownNameError("policy", name, _FACTORIES) from None
-    return factory(**options)
+        policy = _FACTORIES[spec.policy](**{**dict(spec.options), **options})
+    except (ConfigError, TypeError) as exc:
+        raise InputFileError(scenario.path or scenario.name, str(exc), field=where) from exc
+    policy.name = name
+    return policy
+
+
+def describe(name: str, scenario: Scenario | None = None) -> str:
+    """What ``name`` runs: the registry's policy, or the scenario's definition of it."""
+    spec = scenario.policy_spec(name) if scenario is not None else None
+    return name if spec is None else f"{name} = {spec}"
 
 
 def _load_builtin() -> None:

@@ -75,7 +75,7 @@ def collect_demonstrations(
             steps.append((obs, mask, action))
             rewards.append(reward)
 
-        HeuristicDriver(make_policy(expert), seed=seed + ep).run(
+        HeuristicDriver(make_policy(expert, scenario=env.scenario), seed=seed + ep).run(
             demo_env, observe=observe, reset_seed=seed + ep
         )
         g, rets = 0.0, []

@@ -109,6 +109,10 @@ class JobRecord:
     starts: int = 0
     version: int = 0  # bumped on every change that invalidates scheduled events
     reject_reason: str = ""
+    # Artifact-compatible progress (SimConfig.artifact_compat.progress == "revalue"):
+    # progress = base_iters + exec_s / iter_time_s, re-valued whenever the Cell changes.
+    exec_s: float = 0.0  # seconds iterated since the last re-base (preemption)
+    base_iters: float = 0.0  # iterations credited before the last re-base
 
     @property
     def remaining_iters(self) -> float:

@@ -9,13 +9,22 @@ key.  Keys::
       - {gpu: a100, nodes: 4, gpus_per_node: 4, inter_link: ib-hdr, nics_per_node: 1}
     framework: alpa                 # estimator framework profile and calibration
     tuner: {max_gpus: 16, dominance_threshold: 0.05, ...}     # crius_gym.perf.tuner.TunerConfig
-    sim: {checkpoint_restore_s: 30}                            # crius_gym.sim.simulator.SimConfig
-    ground_truth: estimator         # or "measured" (Arena table where measured)
+    sim:                                                       # crius_gym.sim.simulator.SimConfig
+      checkpoint_restore_s: 30
+      artifact_compat: {rounds: true, progress: revalue}  # crius_gym.sim.artifact_compat
+    ground_truth: estimator         # or "measured" (Arena table where measured), or
+                                    # "artifact-table" (the artifact's oracle table, seen by the
+                                    # schedulers too)
     workload:
       trace: testbed                # optional: an Arena trace name or a CSV path (own workload)
+      iteration_divisor: 5          # optional: floor-divide the trace's iterations (default: the
+                                    # artifact's convention, 5 for simulate_trace_* files, else 1)
       load: 0.7                     # offered load of synthetic traces (sets their arrival rate)
       synthetic: {num_jobs: 120}    # crius_gym.workload.synthetic.SyntheticConfig overrides
     splits: {seed: 0, train_episode_jobs: 60, validation_traces: 4, test_traces: 8}
+    policies:                       # optional: what a policy name means in this scenario
+      crius: crius-artifact         # a registered policy ...
+      fcfs: {policy: fcfs, per_type_fifo: true}   # ... or one with option overrides
 
 Synthetic traces of the three splits come from disjoint random streams (``split_rng``), so no
 training episode ever replays a validation or test trace.
@@ -40,9 +49,10 @@ from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import get_framework
 from crius_gym.perf.tuner import Tuner, TunerConfig, layouts_for
+from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.simulator import SimConfig, Simulator
-from crius_gym.sim.truth import EstimatorTruth, GroundTruth, MeasuredTruth
-from crius_gym.workload.job import Trace
+from crius_gym.sim.truth import ArtifactTableTruth, EstimatorTruth, GroundTruth, MeasuredTruth
+from crius_gym.workload.job import Job, Trace
 from crius_gym.workload.synthetic import (
     SyntheticConfig,
     generate,
@@ -51,8 +61,11 @@ from crius_gym.workload.synthetic import (
 )
 
 Split = Literal["train", "val", "test"]
+GroundTruthKind = Literal["estimator", "measured", "artifact-table"]
+GROUND_TRUTHS: tuple[str, ...] = ("estimator", "measured", "artifact-table")
 ENVS_VAR = "CRIUS_GYM_ENVS"
 _TOP_KEYS = {
+    "policies",
     "name",
     "description",
     "cluster",
@@ -105,15 +118,38 @@ class WorkloadSpec:
         synthetic: generator settings (arrival gap overridden by ``load`` when set).
         load: offered load of synthetic traces (fraction of the cluster's GPU-seconds).
         trace: an Arena trace name (``philly``, ``venus``, ``pai``, ``testbed``) or CSV path.
+        iteration_divisor: floor-divide the trace's iterations by this (None: the artifact's
+            convention, :func:`crius_gym.workload.arena_trace.arena_iteration_divisor`).
     """
 
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     load: float | None = None
     trace: str | None = None
+    iteration_divisor: int | None = None
 
     def __post_init__(self) -> None:
         if self.load is not None and not 0 < self.load <= 4:
             raise ConfigError("workload.load must be in (0, 4]")
+        d = self.iteration_divisor
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1):
+            raise ConfigError(f"workload.iteration_divisor must be an integer >= 1, got {d!r}")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What a policy name means in a scenario: a registered policy with option overrides.
+
+    Attributes:
+        policy: registered policy name (``crius_gym.policies.registry``).
+        options: keyword overrides passed to its factory, as sorted (key, value) pairs.
+    """
+
+    policy: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __str__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options)
+        return f"{self.policy}({opts})" if opts else self.policy
 
 
 @dataclass(frozen=True)
@@ -127,9 +163,11 @@ class Scenario:
         framework: estimator framework.
         tuner: tuner settings.
         sim: simulator settings.
-        ground_truth: ``estimator`` or ``measured``.
+        ground_truth: ``estimator``, ``measured`` or ``artifact-table``.
         workload: workload settings.
         splits: split settings.
+        policies: policy names this scenario redefines (name → registered policy and options),
+            as sorted pairs; every other name is the registry's.
         path: the file it came from ("" when built in code).
     """
 
@@ -139,22 +177,42 @@ class Scenario:
     framework: str = "alpa"
     tuner: TunerConfig = field(default_factory=TunerConfig)
     sim: SimConfig = field(default_factory=SimConfig)
-    ground_truth: Literal["estimator", "measured"] = "estimator"
+    ground_truth: GroundTruthKind = "estimator"
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     splits: SplitSpec = field(default_factory=SplitSpec)
+    policies: tuple[tuple[str, PolicySpec], ...] = ()
     path: str = ""
     _memo: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     # ------------------------------------------------------------------ building blocks
-    def make_tuner(self) -> Tuner:
-        """A fresh tuner (with an empty cache) for the scenario's cluster."""
+    def make_tuner(
+        self, ground_truth: str | None = None, data_dir: str | Path | None = None
+    ) -> Tuner:
+        """A fresh tuner (with an empty cache) for the scenario's cluster.
+
+        Under the ``artifact-table`` ground truth (the scenario's, or ``ground_truth``) the
+        tuner's prices are the artifact's table, read from the public data directory.
+        """
         est = Estimator(get_framework(self.framework), get_calibration(self.framework))
+        kind = ground_truth or self.ground_truth
+        if kind == "artifact-table":
+            from crius_gym.perf.artifact_table import ArtifactTable, TableTuner
+            from crius_gym.perf.measurements import load_public_measurements
+
+            capacity = {g.gpu_type: g.gpus_per_node for g in self.cluster.groups}
+            table = ArtifactTable(load_public_measurements(data_dir), capacity)
+            return TableTuner(self.cluster, est, table, self.tuner)
         return Tuner(self.cluster, est, self.tuner)
 
     def make_truth(
         self, tuner: Tuner, ground_truth: str | None = None, data_dir: str | Path | None = None
     ) -> GroundTruth:
-        """The ground truth (``ground_truth`` overrides the scenario's)."""
+        """The ground truth (``ground_truth`` overrides the scenario's).
+
+        Raises:
+            UnknownNameError: an unknown kind.
+            ConfigError: ``artifact-table`` with a tuner not made by :meth:`make_tuner` for it.
+        """
         kind = ground_truth or self.ground_truth
         if kind == "estimator":
             return EstimatorTruth(tuner)
@@ -162,7 +220,9 @@ class Scenario:
             from crius_gym.perf.measurements import load_public_measurements
 
             return MeasuredTruth(tuner, load_public_measurements(data_dir))
-        raise UnknownNameError("ground truth", kind, ["estimator", "measured"])
+        if kind == "artifact-table":
+            return ArtifactTableTruth(tuner)
+        raise UnknownNameError("ground truth", kind, GROUND_TRUTHS)
 
     def make_simulator(
         self,
@@ -171,7 +231,7 @@ class Scenario:
         data_dir: str | Path | None = None,
     ) -> Simulator:
         """A simulator of the scenario's cluster."""
-        tuner = tuner or self.make_tuner()
+        tuner = tuner or self.make_tuner(ground_truth, data_dir)
         return Simulator(
             self.cluster, tuner, self.make_truth(tuner, ground_truth, data_dir), self.sim
         )
@@ -214,9 +274,35 @@ class Scenario:
         from crius_gym import datasets
         from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
 
+        divisor = self.workload.iteration_divisor
         if ref in datasets.ARENA_TRACES:
-            return load_arena_trace(ref, data_dir)
-        return read_arena_trace(ref)
+            return load_arena_trace(ref, data_dir, iteration_divisor=divisor)
+        return read_arena_trace(ref, iteration_divisor=divisor)
+
+    def policy_spec(self, name: str) -> PolicySpec | None:
+        """What ``name`` means in this scenario (None: the registry's policy of that name)."""
+        return dict(self.policies).get(name)
+
+
+def requested_demand(tuner: Tuner, job: Job) -> tuple[float, float] | None:
+    """A job's (GPU-seconds, run seconds) on its requested GPUs, its best Cell otherwise.
+
+    The requested type and count at the layout with the fewest nodes that admits a plan; the
+    tuner's best Cell when the request is absent or admits none. None: the job fits nowhere.
+    """
+    res = tuner.tune(job.model, job.global_batch)
+    if not res.feasible:
+        return None
+    best = res.candidates[0]
+    run_s, gpus = job.iterations * best.iter_time_s, best.num_gpus
+    t, n = job.requested_gpu_type, job.requested_gpus
+    if t in tuner.cluster.gpu_types and n:
+        for lay in layouts_for(tuner.cluster.group(t), n):
+            est = tuner.best_in_layout(job.model, job.global_batch, t, lay)
+            if est is not None:
+                run_s, gpus = job.iterations * est.iter_time_s, n
+                break
+    return run_s * gpus, run_s
 
 
 def _mean_job_gpu_seconds(scenario: Scenario, tuner: Tuner, sample: int = 400) -> float:
@@ -225,21 +311,7 @@ def _mean_job_gpu_seconds(scenario: Scenario, tuner: Tuner, sample: int = 400) -
     # Entropy (seed, 99, 0): split ids are 0-2, so this stream is disjoint from every split.
     rng = np.random.default_rng(np.random.SeedSequence((scenario.splits.seed, 99, 0)))
     trace = generate(cfg, rng, scenario.cluster.gpu_types)
-    total = []
-    for job in trace.jobs:
-        res = tuner.tune(job.model, job.global_batch)
-        if not res.feasible:
-            continue
-        best = res.candidates[0]
-        gpu_s = job.iterations * best.iter_time_s * best.num_gpus
-        t, n = job.requested_gpu_type, job.requested_gpus
-        if t in scenario.cluster.gpu_types and n:
-            for lay in layouts_for(scenario.cluster.group(t), n):
-                est = tuner.best_in_layout(job.model, job.global_batch, t, lay)
-                if est is not None:
-                    gpu_s = job.iterations * est.iter_time_s * n
-                    break
-        total.append(gpu_s)
+    total = [d[0] for d in (requested_demand(tuner, j) for j in trace.jobs) if d is not None]
     if not total:
         raise ConfigError(f"scenario {scenario.name}: no synthetic job fits the cluster")
     return float(np.mean(total))
@@ -300,13 +372,16 @@ def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
     except UnknownNameError as exc:
         raise InputFileError(path, str(exc), field="framework") from exc
     truth = str(raw.get("ground_truth", "estimator"))
-    if truth not in ("estimator", "measured"):
-        raise InputFileError(path, "must be 'estimator' or 'measured'", field="ground_truth")
+    if truth not in GROUND_TRUTHS:
+        raise InputFileError(
+            path, f"must be one of: {', '.join(GROUND_TRUTHS)}", field="ground_truth"
+        )
     wl = _section(raw, "workload", path)
+    wl_keys = ("iteration_divisor", "load", "synthetic", "trace")
     for k in wl:
-        if k not in ("trace", "load", "synthetic"):
+        if k not in wl_keys:
             raise InputFileError(
-                path, "unknown key; known: load, synthetic, trace", field=f"workload.{k}"
+                path, f"unknown key; known: {', '.join(wl_keys)}", field=f"workload.{k}"
             )
     synthetic = _build(SyntheticConfig, wl.get("synthetic") or {}, path, "workload.synthetic")
     try:
@@ -314,21 +389,46 @@ def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
             synthetic=synthetic,
             load=None if wl.get("load") is None else float(wl["load"]),
             trace=None if wl.get("trace") is None else str(wl["trace"]),
+            iteration_divisor=wl.get("iteration_divisor"),
         )
     except (ConfigError, ValueError) as exc:
         raise InputFileError(path, str(exc), field="workload") from exc
+    sim = _section(raw, "sim", path)
+    compat = sim.pop("artifact_compat", None) or {}
+    if not isinstance(compat, Mapping):
+        raise InputFileError(path, "must be a mapping", field="sim.artifact_compat")
+    sim["artifact_compat"] = _build(ArtifactCompat, compat, path, "sim.artifact_compat")
     return Scenario(
         name=str(raw.get("name", default_name)),
         description=str(raw.get("description", "")).strip(),
         cluster=cluster,
         framework=framework,
         tuner=_build(TunerConfig, _section(raw, "tuner", path), path, "tuner"),
-        sim=_build(SimConfig, _section(raw, "sim", path), path, "sim"),
+        sim=_build(SimConfig, sim, path, "sim"),
         ground_truth=truth,  # type: ignore[arg-type]
         workload=workload,
         splits=_build(SplitSpec, _section(raw, "splits", path), path, "splits"),
+        policies=_policies(_section(raw, "policies", path), path),
         path=path,
     )
+
+
+def _policies(raw: Mapping[str, Any], path: str) -> tuple[tuple[str, PolicySpec], ...]:
+    """``policies:`` entries: a registered name, or ``{policy: NAME, option: value, ...}``."""
+    out = []
+    for name, value in raw.items():
+        where = f"policies.{name}"
+        if isinstance(value, str):
+            spec = PolicySpec(value)
+        elif isinstance(value, Mapping) and isinstance(value.get("policy"), str):
+            opts = {str(k): _tuples(v) for k, v in value.items() if k != "policy"}
+            spec = PolicySpec(str(value["policy"]), tuple(sorted(opts.items())))
+        else:
+            raise InputFileError(
+                path, "must be a policy name or a mapping with a 'policy' name", field=where
+            )
+        out.append((str(name), spec))
+    return tuple(sorted(out))
 
 
 @functools.cache

@@ -8,6 +8,10 @@ pauses it for the tuning overhead of the action's tuning mode plus a checkpoint 
 has progress; preemption returns it to the queue with its progress.  The simulator knows
 nothing about which policy runs: it only applies :mod:`crius_gym.sim.actions`.
 
+The artifact-compatibility options (:class:`~crius_gym.sim.artifact_compat.ArtifactCompat`,
+``SimConfig.artifact_compat``) switch to the Crius/Arena artifact's round-based bookkeeping; all
+are off by default.
+
 Two ways to drive it: :meth:`Simulator.run` (a policy to completion) and the step API
 (:meth:`reset`, :meth:`advance`, :meth:`snapshot`, :meth:`apply`, :meth:`result`) the
 Gymnasium environment uses.
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,6 +30,7 @@ from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.tuner import Tuner
 from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigure, Reject, Start
 from crius_gym.sim.allocator import Allocator, Placement
+from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.events import EventKind, EventQueue
 from crius_gym.sim.metrics import JobResult, RunSummary, TimeSeries, job_result, summarise
 from crius_gym.sim.policy import Policy, PolicyContext
@@ -43,14 +48,19 @@ class SimConfig:
         checkpoint_restore_s: pause when a job with progress restarts or changes Cell, seconds
             (Arena's simulator uses 0).
         record_timeseries: keep the throughput / GPU-use series (off saves memory at scale).
+        artifact_compat: the Arena artifact's modelling choices (rounds, progress re-valuation,
+            suspension double count, tuning charge); all off by default.
     """
 
     checkpoint_restore_s: float = 0.0
     record_timeseries: bool = True
+    artifact_compat: ArtifactCompat = field(default_factory=ArtifactCompat)
 
     def __post_init__(self) -> None:
         if self.checkpoint_restore_s < 0:
             raise ConfigError("sim.checkpoint_restore_s must be >= 0")
+        if not isinstance(self.artifact_compat, ArtifactCompat):
+            raise ConfigError("sim.artifact_compat must be an ArtifactCompat")
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class Simulator:
         self.tuner = tuner
         self.truth = truth or EstimatorTruth(tuner)
         self.config = config or SimConfig()
+        self._compat = self.config.artifact_compat
         self.decisions = 0
         self._trace: Trace | None = None
 
@@ -106,11 +117,17 @@ class Simulator:
     ) -> None:
         """Load a trace and rewind to time 0.
 
+        Under ``artifact_compat.rounds`` each job's arrival moves to the start of its round (the
+        artifact's submission time), and its JCT counts from there.
+
         Args:
             trace: the jobs.
             horizon_s: stop at this simulated time (unfinished jobs are reported as such).
             tick_interval_s: also ask for decisions this often while jobs are active.
         """
+        self._compat = self.config.artifact_compat
+        if self._compat.rounds:
+            trace = _rounded_arrivals(trace, self._compat)
         self._trace = trace
         self._records = [JobRecord(index=i, job=j) for i, j in enumerate(trace.jobs)]
         self._queue = EventQueue()
@@ -184,10 +201,21 @@ class Simulator:
                 rec.paused_s += dt
             elif rec.status is JobStatus.RUNNING:
                 rec.running_s += dt
-                rec.progress_iters = min(
-                    float(rec.job.iterations), rec.progress_iters + dt / rec.iter_time_s
-                )
+                if self._compat.revalue:
+                    rec.exec_s += dt
+                    self._revalue(rec)
+                else:
+                    rec.progress_iters = min(
+                        float(rec.job.iterations), rec.progress_iters + dt / rec.iter_time_s
+                    )
         rec.last_update_s = self.now_s
+
+    @staticmethod
+    def _revalue(rec: JobRecord) -> None:
+        """Progress as the artifact values it: executed seconds at the current speed."""
+        rec.progress_iters = min(
+            float(rec.job.iterations), rec.base_iters + rec.exec_s / rec.iter_time_s
+        )
 
     def _record_point(self) -> None:
         if not self.config.record_timeseries:
@@ -207,7 +235,14 @@ class Simulator:
         rec.status = JobStatus.RUNNING
         self._running += 1
         self._throughput += rec.job.global_batch / rec.iter_time_s
-        finish = self.now_s + rec.remaining_iters * rec.iter_time_s
+        if self._compat.revalue:
+            # Uncapped: work re-valued past the target finishes at once.
+            left = (rec.job.iterations - rec.base_iters) * rec.iter_time_s - rec.exec_s
+            finish = self.now_s + max(0.0, left)
+        else:
+            finish = self.now_s + rec.remaining_iters * rec.iter_time_s
+        if self._compat.rounds:
+            finish = self._compat.completion_s(self.now_s, finish)
         self._queue.push(finish, EventKind.COMPLETION, rec.index, rec.version)
 
     def _stop_running(self, rec: JobRecord) -> None:
@@ -220,7 +255,10 @@ class Simulator:
 
     def _schedule_tick(self) -> None:
         if self.tick_interval_s and not self._tick_pending and (self._active or self._future):
-            self._queue.push(self.now_s + self.tick_interval_s, EventKind.TICK)
+            t = self.now_s + self.tick_interval_s
+            if self._compat.rounds:
+                t = self._compat.next_boundary_s(t)
+            self._queue.push(t, EventKind.TICK)
             self._tick_pending = True
 
     # ------------------------------------------------------------------ events
@@ -345,6 +383,8 @@ class Simulator:
             else self.tuner.config.tuning_overhead_s(num_gpus, pruned=tuning == "pruned")
         )
         restore = self.config.checkpoint_restore_s if rec.progress_iters > 0 else 0.0
+        if self._compat.tuning_charge == "artifact":
+            return self._compat.tuning_pause_s(tune + restore)
         return tune + restore
 
     def start_time_s(self, rec: JobRecord, action: Start | Reconfigure) -> float | None:
@@ -399,6 +439,8 @@ class Simulator:
         rec.last_cell = action.cell
         rec.iter_time_s = real_iter_time_s
         rec.estimated_iter_time_s = est.iter_time_s if est is not None else real_iter_time_s
+        if self._compat.revalue:
+            self._revalue(rec)  # the artifact re-prices every executed second at the new speed
         rec.version += 1
         self._pause_or_run(rec, self._overhead_s(rec, placement.num_gpus, action.tuning))
 
@@ -407,6 +449,12 @@ class Simulator:
             raise InvalidActionError(f"Preempt {rec.job.job_id}: job is {rec.status.value}")
         self._touch(rec)
         self._stop_running(rec)
+        if self._compat.revalue:
+            # The artifact lowers the target to what remains; it keeps the executed seconds
+            # (and so counts them again after the restart) unless the double count is off.
+            rec.base_iters = rec.progress_iters
+            if not self._compat.suspend_double_count:
+                rec.exec_s = 0.0
         assert rec.placement is not None
         self._alloc.release(rec.placement)
         del self._active[rec.index]
@@ -492,3 +540,9 @@ class Simulator:
             if on_progress is not None:
                 on_progress(total - self._open, total)
         return self.result(policy.name)
+
+
+def _rounded_arrivals(trace: Trace, compat: ArtifactCompat) -> Trace:
+    """The trace with each arrival at the start of its round (order is kept: monotone)."""
+    jobs = tuple(replace(j, arrival_s=compat.round_start_s(j.arrival_s)) for j in trace.jobs)
+    return replace(trace, jobs=jobs)

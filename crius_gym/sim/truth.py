@@ -3,7 +3,9 @@
 The scheduler sees the tuner's estimates; the simulator advances jobs at the ground-truth rate.
 By default the two are the same estimator.  :class:`MeasuredTruth` uses the Arena measured table
 where it has the (model, batch, GPU type, layout) and the estimator elsewhere, so that the
-scheduler's view and reality differ as on a real cluster.
+scheduler's view and reality differ as on a real cluster.  :class:`ArtifactTableTruth` is the
+Arena artifact's oracle setting: reality and the scheduler's view are both the artifact's table
+with its fallbacks (:mod:`crius_gym.perf.artifact_table`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import replace
 from functools import cache
 from typing import Protocol
 
+from crius_gym.errors import ConfigError
+from crius_gym.perf.artifact_table import TableTuner
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.measurements import Measurement
 from crius_gym.perf.plan import Layout, PlanConstraints, PlanEstimate
@@ -108,3 +112,21 @@ class MeasuredTruth:
             return self._table[key]
         self.misses += 1
         return estimated
+
+
+class ArtifactTableTruth(EstimatorTruth):
+    """Reality is the artifact's table, exactly what the scheduler sees (an oracle).
+
+    Args:
+        tuner: a :class:`~crius_gym.perf.artifact_table.TableTuner` (its prices are the table).
+
+    Raises:
+        ConfigError: the tuner is not table-backed.
+    """
+
+    name = "artifact-table"
+
+    def __init__(self, tuner: Tuner) -> None:
+        if not isinstance(tuner, TableTuner):
+            raise ConfigError("ground truth 'artifact-table' needs the scenario's table tuner")
+        super().__init__(tuner)

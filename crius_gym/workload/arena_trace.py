@@ -19,6 +19,17 @@ gpu_type          requested GPU type, catalogue name or alias (``a100``, ``a40``
 
 Rows that cannot be used are skipped and reported as :class:`TraceIssue`; problems with the file as
 a whole raise :class:`~crius_gym.errors.InputFileError`.
+
+**Work per job.** The artifact's simulation traces (``simulate_trace_*.csv``) store five times the
+iterations its simulator runs: the generator multiplies Philly's iterations by
+``ITER_NUM_SCALE_FACTOR_SIM`` (``traces/regenerate_sim_trace.py``) and the simulator floor-divides
+every trace's ``num_iteration`` by it at submission (``simulator.py::Simulator._submit_jobs``;
+``macro/macro_def.py``: 5). The testbed trace (``runtime_trace.csv``) is consumed as it stands by
+the artifact's runtime (``runtime/crius_runtime.py``, ``remained_iter_num_table[job_id] =
+event.iter_num``; its generator already divided by ``ITER_NUM_SCALE_FACTOR = 100``). The reader
+follows the same convention by default (:func:`arena_iteration_divisor`): ``num_iteration // 5``
+(at least 1) for files named ``simulate_trace_*``, as is for every other file; the
+``iteration_divisor`` argument overrides it.
 """
 
 from __future__ import annotations
@@ -49,6 +60,20 @@ OPTIONAL_COLUMNS = ("deadline",)
 
 # Shown in the error of a file with no usable row; the full list is in Trace.skipped otherwise.
 _MAX_ISSUES_IN_ERROR = 5
+
+#: The artifact simulator's iteration divisor (``macro/macro_def.py::ITER_NUM_SCALE_FACTOR_SIM``).
+ARENA_SIM_ITERATION_DIVISOR = 5
+#: File-name prefix of the artifact's simulation traces (read with the divisor above).
+ARENA_SIM_TRACE_PREFIX = "simulate_trace_"
+
+
+def arena_iteration_divisor(path: str | Path) -> int:
+    """The divisor the Arena artifact applies to a trace file's ``num_iteration``.
+
+    5 for its simulation traces (files named ``simulate_trace_*``), 1 for anything else (the
+    testbed's ``runtime_trace.csv`` and user files are used as they stand).
+    """
+    return ARENA_SIM_ITERATION_DIVISOR if Path(path).name.startswith(ARENA_SIM_TRACE_PREFIX) else 1
 
 
 class _RowError(Exception):
@@ -134,8 +159,12 @@ def read_arena_trace(
     gpus: GPUCatalog | None = None,
     *,
     name: str | None = None,
+    iteration_divisor: int | None = None,
 ) -> Trace:
     """Read an Arena job trace.
+
+    Each job's iterations are ``num_iteration // iteration_divisor``, at least 1 (see the module
+    docstring: the artifact's simulator reads its simulation traces with a divisor of 5).
 
     Arrival times are rebased so that the earliest usable job arrives at 0 s; deadlines are shifted
     by the same amount. Jobs are sorted by arrival; ties keep file order. A row that cannot be used
@@ -148,18 +177,25 @@ def read_arena_trace(
         models: catalogue that resolves ``model_name`` (default: the packaged one).
         gpus: catalogue that resolves ``gpu_type`` to canonical names (default: the packaged one).
         name: trace label (default: the file stem).
+        iteration_divisor: floor-divide ``num_iteration`` by this (an integer >= 1; default:
+            :func:`arena_iteration_divisor` of the file, 5 for ``simulate_trace_*`` files, else 1).
 
     Returns:
-        The trace, with the skipped rows in ``Trace.skipped``.
+        The trace, with the skipped rows in ``Trace.skipped`` and the divisor used in
+        ``Trace.iteration_divisor``.
 
     Raises:
         InputFileError: the file is empty, lacks a required column (named in ``field``) or has no
             usable row.
         FileNotFoundError: the file does not exist.
+        ConfigError: ``iteration_divisor`` is not an integer >= 1.
     """
     models = models or load_model_catalog()
     gpus = gpus or load_gpu_catalog()
     path = Path(path)
+    divisor = arena_iteration_divisor(path) if iteration_divisor is None else iteration_divisor
+    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
+        raise ConfigError(f"iteration_divisor must be an integer >= 1, got {divisor!r}")
     rows: list[_Row] = []
     issues: list[TraceIssue] = []
     first_line_of: dict[str, int] = {}
@@ -221,7 +257,7 @@ def read_arena_trace(
                     arrival_s=r.submission_s - t0,
                     model=r.model,
                     global_batch=r.global_batch,
-                    iterations=r.iterations,
+                    iterations=max(1, r.iterations // divisor),
                     requested_gpus=r.num_gpus,
                     requested_gpu_type=r.gpu_type,
                     deadline_s=None if r.deadline_s is None else r.deadline_s - t0,
@@ -229,16 +265,20 @@ def read_arena_trace(
             )
         except ConfigError as exc:  # pragma: no cover - _parse_row checks what Job checks
             raise InputFileError(path, str(exc), row=r.line) from exc
-    return Trace(name or path.stem, tuple(jobs), tuple(issues))
+    return Trace(name or path.stem, tuple(jobs), tuple(issues), iteration_divisor=divisor)
 
 
-def load_arena_trace(which: str, data_dir: str | Path | None = None) -> Trace:
+def load_arena_trace(
+    which: str, data_dir: str | Path | None = None, *, iteration_divisor: int | None = None
+) -> Trace:
     """Load one of the public Arena traces from the data directory.
 
     Args:
         which: ``philly`` (1,938 jobs), ``venus`` (438), ``pai`` (125) or ``testbed`` (244); the
             keys of :data:`crius_gym.datasets.ARENA_TRACES`.
         data_dir: public data directory (default: ``$CRIUS_GYM_DATA`` or ``../shared/data``).
+        iteration_divisor: override of the artifact's divisor (5 for the three simulation
+            traces, 1 for ``testbed``; see :func:`read_arena_trace`).
 
     Returns:
         The trace, named ``which``.
@@ -252,4 +292,6 @@ def load_arena_trace(which: str, data_dir: str | Path | None = None) -> Trace:
         relative = datasets.ARENA_TRACES[which]
     except KeyError:
         raise UnknownNameError("Arena trace", which, datasets.ARENA_TRACES) from None
-    return read_arena_trace(datasets.data_file(relative, data_dir), name=which)
+    return read_arena_trace(
+        datasets.data_file(relative, data_dir), name=which, iteration_divisor=iteration_divisor
+    )

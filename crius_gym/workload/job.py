@@ -62,11 +62,14 @@ class Trace:
         name: label (file stem, or generator and seed).
         jobs: the jobs, sorted by arrival.
         skipped: rows of the source that could not be used.
+        iteration_divisor: the source's iteration counts were floor-divided by this when read
+            (1: as they stand; 5: an Arena simulation trace read as the artifact reads it).
     """
 
     name: str
     jobs: tuple[Job, ...]
     skipped: tuple[TraceIssue, ...] = ()
+    iteration_divisor: int = 1
 
     def __post_init__(self) -> None:
         ids = [j.job_id for j in self.jobs]
@@ -93,7 +96,11 @@ class Trace:
             )
             for j in jobs
         )
-        return Trace(name or f"{self.name}[{start}:{start + count}]", shifted)
+        return Trace(
+            name or f"{self.name}[{start}:{start + count}]",
+            shifted,
+            iteration_divisor=self.iteration_divisor,
+        )
 
     def scaled(self, iterations_factor: float, name: str | None = None) -> Trace:
         """The same trace with every job's iterations multiplied (at least 1)."""
@@ -101,4 +108,9 @@ class Trace:
             replace(j, iterations=max(1, round(j.iterations * iterations_factor)))
             for j in self.jobs
         )
-        return Trace(name or f"{self.name}x{iterations_factor:g}", jobs, self.skipped)
+        return Trace(
+            name or f"{self.name}x{iterations_factor:g}",
+            jobs,
+            self.skipped,
+            self.iteration_divisor,
+        )

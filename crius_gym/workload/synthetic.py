@@ -43,7 +43,8 @@ SPLITS: dict[str, int] = {"train": 0, "val": 1, "test": 2}
 _ENTROPY_LIMIT = 2**32
 
 # --- Defaults fitted on the Arena Philly trace (1,938 jobs) -------------------------------------
-# Produced by `python experiments/fit_workload.py` (data: arena/traces/simulate_trace_philly.csv).
+# Produced by `python experiments/fit_workload.py` (data: arena/traces/simulate_trace_philly.csv,
+# read as the artifact's simulator reads it: num_iteration // 5; see workload/arena_trace.py).
 # Weights are the trace's counts; the generator normalises them.
 PHILLY_NUM_JOBS = 1938
 # Exact mean gap: (last - first submission) / (jobs - 1) = (3,660,282 - 1,945,645) s / 1,937.
@@ -82,11 +83,13 @@ PHILLY_GPU_TYPE_WEIGHTS: WeightedStr = (
     ("a100-40gb", 352.0),
     ("v100-32gb", 329.0),
 )
-# Log-normal maximum-likelihood fit of num_iteration: mean and std (ddof=0) of ln(iterations).
-PHILLY_ITERATIONS_LOG_MU = 10.774906
-PHILLY_ITERATIONS_LOG_SIGMA = 1.453320
-PHILLY_ITERATIONS_MIN = 595
-PHILLY_ITERATIONS_MAX = 15_268_646
+# Log-normal maximum-likelihood fit of the iterations (num_iteration // 5): mean and std (ddof=0)
+# of their logarithm. (Fitted on num_iteration as stored, before the division: mu = 10.774906,
+# sigma = 1.453320, range [595, 15,268,646] -- five times the work the artifact simulates.)
+PHILLY_ITERATIONS_LOG_MU = 9.165388
+PHILLY_ITERATIONS_LOG_SIGMA = 1.453442
+PHILLY_ITERATIONS_MIN = 119
+PHILLY_ITERATIONS_MAX = 3_053_729
 
 
 def _err(field: str, message: str) -> ConfigError:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 
 from crius_gym import datasets
-from crius_gym.errors import InputFileError, UnknownNameError
-from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.workload.arena_trace import (
+    arena_iteration_divisor,
+    load_arena_trace,
+    read_arena_trace,
+)
 from tests.conftest import require_data
 
 HEADER = "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type"
@@ -42,8 +46,36 @@ def test_philly_first_job_is_rebased():
     assert job.job_id == "f043f272-f7a0-6861-353c-30479e8fffc1"
     assert job.arrival_s == 0.0
     assert job.deadline_s == 1956739 - 1945645
-    assert (job.model.name, job.global_batch, job.iterations) == ("bert-2.6b", 256, 119965)
+    # The artifact's simulator runs num_iteration // 5 (simulator.py::_submit_jobs).
+    assert (job.model.name, job.global_batch, job.iterations) == ("bert-2.6b", 256, 119965 // 5)
     assert (job.requested_gpus, job.requested_gpu_type) == (4, "a40")
+    as_stored = load_arena_trace("philly", iteration_divisor=1)
+    assert as_stored.jobs[0].iterations == 119965 and as_stored.iteration_divisor == 1
+
+
+@pytest.mark.parametrize(
+    ("which", "divisor"), [("philly", 5), ("venus", 5), ("pai", 5), ("testbed", 1)]
+)
+def test_public_traces_follow_the_artifact_divisor(which, divisor):
+    path = require_data(datasets.ARENA_TRACES[which])
+    trace = load_arena_trace(which)
+    assert trace.iteration_divisor == divisor == arena_iteration_divisor(path)
+    raw = load_arena_trace(which, iteration_divisor=1)
+    assert [j.iterations for j in trace.jobs] == [max(1, j.iterations // divisor) for j in raw.jobs]
+
+
+def test_divisor_floors_and_keeps_at_least_one_iteration(tmp_path):
+    lines = [HEADER, "a,0,12,bert__760M,,128,2,a40", "b,1,4,bert__760M,,128,2,a40"]
+    path = write(tmp_path, *lines, name="simulate_trace_mine.csv")
+    trace = read_arena_trace(path)
+    assert trace.iteration_divisor == 5
+    assert [j.iterations for j in trace.jobs] == [2, 1]  # 12 // 5 = 2; 4 // 5 = 0 -> 1
+    other = write(tmp_path, *lines, name="mine.csv")  # not an artifact simulation trace
+    assert [j.iterations for j in read_arena_trace(other).jobs] == [12, 4]
+    assert [j.iterations for j in read_arena_trace(other, iteration_divisor=3).jobs] == [4, 1]
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ConfigError, match="iteration_divisor"):
+            read_arena_trace(other, iteration_divisor=bad)
 
 
 def test_unsorted_pai_trace_is_sorted_from_its_earliest_job():
