@@ -11,6 +11,7 @@ jobs are counted separately.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -19,9 +20,9 @@ from crius_gym.cli import run_main
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.runs import run_policies
 from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
-from crius_gym.policies.registry import available
+from crius_gym.policies.registry import available, describe
 from crius_gym.provenance import Provenance
-from crius_gym.sim.scenario import list_scenarios, load_scenario
+from crius_gym.sim.scenario import GROUND_TRUTHS, list_scenarios, load_scenario
 from crius_gym.workload.arena_trace import read_arena_trace
 
 
@@ -58,10 +59,17 @@ def parse_args() -> argparse.Namespace:
         "(default: run to completion)",
     )
     p.add_argument(
+        "--iteration-divisor",
+        type=int,
+        metavar="N",
+        help="floor-divide the trace's num_iteration by N (default: the scenario's setting, else "
+        "the artifact's convention: 5 for its simulate_trace_* files, 1 otherwise)",
+    )
+    p.add_argument(
         "--ground-truth",
-        choices=["estimator", "measured"],
-        help="real iteration times: the estimator, or the Arena measurements where "
-        "available (default: the scenario's setting)",
+        choices=list(GROUND_TRUTHS),
+        help="real iteration times: the estimator, the Arena measurements where available, or "
+        "the artifact's oracle table (then also the schedulers' view) (default: the scenario's)",
     )
     p.add_argument(
         "--data-dir",
@@ -98,9 +106,18 @@ def main() -> None:
     ]
     for name in args.scenario:
         scenario = load_scenario(name)
-        tuner = scenario.make_tuner()
+        if args.iteration_divisor is not None:
+            scenario = dataclasses.replace(
+                scenario,
+                workload=dataclasses.replace(
+                    scenario.workload, iteration_divisor=args.iteration_divisor
+                ),
+            )
+        tuner = scenario.make_tuner(args.ground_truth, args.data_dir)
         trace = (
-            read_arena_trace(args.trace) if args.trace else scenario.own_trace(args.data_dir, tuner)
+            read_arena_trace(args.trace, iteration_divisor=scenario.workload.iteration_divisor)
+            if args.trace
+            else scenario.own_trace(args.data_dir, tuner)
         )
         print(
             f"{scenario.name}: {len(trace.jobs)} jobs ({trace.name}) on "
@@ -149,10 +166,34 @@ def main() -> None:
                 f"{g.num_nodes}×{g.gpus_per_node} {g.gpu_type}" for g in scenario.cluster.groups
             )
             + f". Trace: `{trace.name}`, {len(trace.jobs)} jobs"
+            + (
+                f", iterations = num_iteration // {trace.iteration_divisor}"
+                if trace.iteration_divisor > 1
+                else ""
+            )
             + (f" ({len(trace.skipped)} unusable rows skipped)" if trace.skipped else "")
             + f". Ground truth: {args.ground_truth or scenario.ground_truth}. "
-            f"Wall time for all policies: {wall:.1f} s.",
+            + (
+                "Artifact options: " + ", ".join(scenario.sim.artifact_compat.active) + ". "
+                if scenario.sim.artifact_compat.active
+                else ""
+            )
+            + f"Wall time for all policies: {wall:.1f} s.",
             "",
+            *(
+                [
+                    "Policies as this scenario defines them: "
+                    + "; ".join(
+                        f"`{describe(p, scenario)}`"
+                        for p in args.policies
+                        if scenario.policy_spec(p) is not None
+                    )
+                    + ".",
+                    "",
+                ]
+                if any(scenario.policy_spec(p) is not None for p in args.policies)
+                else []
+            ),
             table,
             "",
         ]
