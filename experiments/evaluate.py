@@ -37,6 +37,7 @@ from crius_gym.provenance import Provenance
 from crius_gym.rl.saved import load_policy, read_metadata
 from crius_gym.sim.scenario import Scenario, list_scenarios, load_scenario
 from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.arena_trace import read_arena_trace
 from crius_gym.workload.job import Trace
 
 
@@ -85,6 +86,15 @@ def parse_args() -> argparse.Namespace:
         default="own",
         help="held-out set on the --transfer scenarios (default: own)",
     )
+    p.add_argument(
+        "--trace",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="evaluate on this trace file (Arena CSV format; repeatable), placed on --scenario's "
+        "cluster, instead of the scenario's held-out set; simulate_trace_* files are read with "
+        "the artifact's iteration divisor",
+    )
     p.add_argument("--max-traces", type=int, help="use only the first N traces of a set")
     p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")
     p.add_argument(
@@ -129,8 +139,16 @@ def model_file(path: str) -> Path:
 
 
 def traces_for(
-    scenario: Scenario, which: str, data_dir: str | None, max_traces: int | None, env: CriusEnv
+    scenario: Scenario,
+    which: str,
+    data_dir: str | None,
+    max_traces: int | None,
+    env: CriusEnv,
+    files: list[str] | None = None,
 ) -> list[Trace]:
+    if files:
+        given = [read_arena_trace(f) for f in files]
+        return given[:max_traces] if max_traces else given
     out: list[Trace] = []
     if which in ("test", "val", "all"):
         out += scenario.held_out_traces("val" if which == "val" else "test", env.tuner)
@@ -156,6 +174,7 @@ def evaluate_scenario(
     heuristics: list[str],
     prov: Provenance,
     out: Path,
+    files: list[str] | None = None,
 ) -> tuple[str, pd.DataFrame]:
     agents = []
     for spec in args.policy:
@@ -167,7 +186,7 @@ def evaluate_scenario(
         if any(name == a[0] for a in agents):
             raise SystemExit(f"--policy: two policies are both labelled {name!r}; pass each once")
         agents.append((name, path, meta["env_config"]))
-    traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario))
+    traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario), files)
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
     print(
@@ -228,7 +247,7 @@ def evaluate_scenario(
     agg = aggregate(summ, reference=ref)
     agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _ in agents)
     lines = [
-        f"## {scenario.name} — {which} traces",
+        f"## {scenario.name} — {'trace files' if files else f'{which} traces'}",
         "",
         f"{scenario.description}",
         "",
@@ -269,7 +288,7 @@ def main() -> None:
         )
     sections.append("")
     scenario = load_scenario(args.scenario)
-    text, _ = evaluate_scenario(scenario, args.traces, args, heuristics, prov, out)
+    text, _ = evaluate_scenario(scenario, args.traces, args, heuristics, prov, out, args.trace)
     sections.append(text)
     for name in args.transfer:
         text, _ = evaluate_scenario(

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import yaml
 
 from crius_gym import datasets
 from crius_gym.cli import run_main
@@ -68,6 +69,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"scenarios' traces (known: {', '.join(list_scenarios())})",
     )
     p.add_argument(
+        "--preset",
+        action="store_true",
+        help="also print the fit as a block of crius_gym/data/workload_presets.yaml "
+        "(named after --trace)",
+    )
+    p.add_argument(
         "--python",
         action="store_true",
         help="also print the fitted values as the PHILLY_* constants of synthetic.py, ready to "
@@ -104,6 +111,32 @@ def _python_block(cfg: SyntheticConfig) -> list[str]:
         f"PHILLY_ITERATIONS_MIN = {cfg.iterations_min}",
         f"PHILLY_ITERATIONS_MAX = {cfg.iterations_max}",
     ]
+    return out
+
+
+def _preset_name(trace: str) -> str:
+    return "helios" if trace == "venus" else trace
+
+
+def _preset_values(cfg: SyntheticConfig) -> dict[str, Any]:
+    """The fitted fields of a preset (rounded as stored; replay gaps are not part of it)."""
+    d = cfg.to_dict()
+    keep = (
+        "num_jobs",
+        "mean_interarrival_s",
+        "model_mix",
+        "batch_choices",
+        "gpu_request",
+        "gpu_type_weights",
+        "iterations_log_mu",
+        "iterations_log_sigma",
+        "iterations_min",
+        "iterations_max",
+    )
+    out = {k: d[k] for k in keep}
+    out["mean_interarrival_s"] = round(float(out["mean_interarrival_s"]), 6)
+    out["iterations_log_mu"] = round(float(out["iterations_log_mu"]), 6)
+    out["iterations_log_sigma"] = round(float(out["iterations_log_sigma"]), 6)
     return out
 
 
@@ -197,6 +230,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ]
     if args.python:
         lines += ["", "# --- paste into crius_gym/workload/synthetic.py ---", *_python_block(cfg)]
+    if args.preset:
+        block = {_preset_name(args.trace): _preset_values(cfg)}
+        lines += [
+            "",
+            "# --- paste into crius_gym/data/workload_presets.yaml ---",
+            yaml.safe_dump(block, sort_keys=False, default_flow_style=None, width=100).rstrip(),
+        ]
     print("\n".join(lines))
 
 

@@ -1,4 +1,4 @@
-"""Train a MaskablePPO scheduler on a scenario (default: hetero-64, < 20 min on 2 CPU cores).
+"""Train a MaskablePPO scheduler (default: on the mixture envs/mix.yaml, < 20 min on 2 CPU cores).
 
 Reads hyperparameters from agents/ppo.yaml (`default` block, then the scenario's block, then
 --set overrides), optionally warm-starts by behaviour cloning of the Crius heuristic, trains with
@@ -35,8 +35,9 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--scenario",
-        default="hetero-64",
-        help=f"scenario to train on; known: {', '.join(list_scenarios())} (default: hetero-64)",
+        default="mix",
+        help=f"scenario (a name or a YAML file) to train on; known: {', '.join(list_scenarios())} "
+        "(default: mix, the training mixture)",
     )
     p.add_argument(
         "--total-timesteps",
@@ -119,7 +120,8 @@ def main() -> None:
         ):
             if value is not None:
                 overrides.append(f"{key}={value}")
-        hp = resolve_hyperparams(args.scenario, args.config, overrides)
+        # The block is the scenario's name, also when the scenario is given as a file.
+        hp = resolve_hyperparams(load_scenario(args.scenario).name, args.config, overrides)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run = args.run_name or f"{args.scenario}_{hp.policy}_s{args.seed}_{stamp}"
         spec = TrainSpec(

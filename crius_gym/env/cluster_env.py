@@ -6,7 +6,10 @@ asked when WAIT would be its only valid action. See :class:`CriusEnv` for the sp
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -15,18 +18,43 @@ import numpy as np
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.decision import CellSelector, DecisionState, build_decision_state
 from crius_gym.env.features import ObservationEncoder
+from crius_gym.env.guide import Guide
+from crius_gym.env.reference import JobsInSystemIntegral
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
+from crius_gym.policies.registry import make_policy
 from crius_gym.sim.actions import Action, Preempt, Reconfigure, Start
 from crius_gym.sim.records import JobStatus
 from crius_gym.sim.scenario import Scenario, load_scenario
-from crius_gym.sim.simulator import RunResult
+from crius_gym.sim.simulator import RunResult, Simulator
 from crius_gym.workload.job import Trace
 
 #: Bump on any change to observations, actions, reward or dynamics (the registered ids carry it).
-ENV_VERSION = 3
+ENV_VERSION = 4
 #: Versions whose saved policies run unchanged in this one (same spaces, same dynamics).
-COMPATIBLE_VERSIONS = (1, 3)
+COMPATIBLE_VERSIONS = (4,)
+
+
+@dataclass
+class _World:
+    """One cluster the env can run: its scenario, tuner, simulator, selector and encoder."""
+
+    scenario: Scenario
+    tuner: Tuner
+    sim: Simulator
+    selector: CellSelector
+    encoder: ObservationEncoder
+    reward_scale_s: float
+
+    @classmethod
+    def build(cls, scenario: Scenario, cfg: EnvConfig, tuner: Tuner | None) -> _World:
+        tuner = tuner or scenario.make_tuner()
+        sim = scenario.make_simulator(tuner)
+        synth = scenario.synthetic_config(tuner)
+        scale = cfg.reward_scale_s or 10.0 * synth.mean_interarrival_s
+        return cls(
+            scenario, tuner, sim, CellSelector(sim, cfg), ObservationEncoder(cfg, sim, scale), scale
+        )
 
 
 class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
@@ -58,8 +86,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     ## Episodes
     Training episodes (``reset()`` without options) are fresh synthetic traces of the scenario's
-    train split, drawn with the env's own RNG. ``reset(options={"split": "val"|"test", "index":
-    i})`` replays held-out trace i; ``reset(options={"trace": Trace})`` any trace. An episode
+    train split, drawn with the env's own RNG. ``reset(options={"split": "val"|"test"|"train",
+    "index": i})`` replays trace i of a split (training traces have the scenario's
+    ``train_episode_jobs`` jobs); ``reset(options={"trace": Trace})`` any trace. An episode
     terminates when every job finished or was rejected (or nothing can happen any more); it is
     truncated after ``max_decisions`` decisions. The final ``info`` carries the run's metrics.
 
@@ -92,12 +121,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.config = config if isinstance(config, EnvConfig) else EnvConfig(**(config or {}))
         self.render_mode = render_mode
-        self.tuner = tuner or self.scenario.make_tuner()
-        self.sim = self.scenario.make_simulator(self.tuner)
-        self.selector = CellSelector(self.sim, self.config)
-        synth = self.scenario.synthetic_config(self.tuner)
-        self.reward_scale_s = self.config.reward_scale_s or 10.0 * synth.mean_interarrival_s
-        self.encoder = ObservationEncoder(self.config, self.sim, self.reward_scale_s)
+        components = [c for c, _ in self.scenario.mix] or [self.scenario]
+        if tuner is not None and len(components) > 1:
+            raise ConfigError("a mixture builds one tuner per component: pass no tuner")
+        self._worlds = [_World.build(c, self.config, tuner) for c in components]
+        self._use(0)
         self.observation_space = self.encoder.space  # type: ignore[assignment]
         self.action_space = gym.spaces.Discrete(self.config.num_actions)  # type: ignore[assignment]
         self._state: DecisionState | None = None
@@ -111,8 +139,22 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._last_result: RunResult | None = None
         self._acted: set[int] = set()
         self._acted_at = -1.0
+        self.guide = Guide(self.config.guide) if self.config.guide else None
+        self._guide_stats = {"proposals": 0, "followed": 0, "dropped": 0}
+        self._baseline: JobsInSystemIntegral | None = None
+        self._baselines: dict[str, JobsInSystemIntegral] = {}
+        self._baseline_traces: dict[str, Trace] = {}
+        self._headless = False
 
     # ------------------------------------------------------------------ helpers
+    def _use(self, world: int) -> None:
+        """Switch to one component's cluster (a plain scenario has only one)."""
+        w = self._worlds[world]
+        self.world = world
+        self.world_scenario = w.scenario
+        self.tuner, self.sim, self.selector = w.tuner, w.sim, w.selector
+        self.encoder, self.reward_scale_s = w.encoder, w.reward_scale_s
+
     def _progress_total(self) -> float:
         """Σ over jobs of their completed fraction, exact at ``now``."""
         sim = self.sim
@@ -128,6 +170,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         t0, n0 = sim.now_s, sim.jobs_in_system
         p0 = self._progress_total() if self.config.reward == "throughput" else 0.0
         going = sim.advance()
+        if self.guide is not None:
+            self.guide.invalidate()  # time moved: the guide plans afresh
         if going:
             sim.decisions += 1  # a simulator decision point, as counted by Simulator.run
         self._finished = (
@@ -137,6 +181,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         )
         if self.config.reward == "jct":
             reward = -n0 * (sim.now_s - t0) / self.reward_scale_s
+            if self._baseline is not None:  # the guide's own reward over the same interval
+                reward += (self._baseline(sim.now_s) - self._baseline(t0)) / self.reward_scale_s
         else:
             reward = self._progress_total() - p0
         return going, reward
@@ -169,10 +215,27 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     def _build_state(self) -> DecisionState:
         if self.sim.now_s != self._acted_at:
             self._acted_at, self._acted = self.sim.now_s, set()
-        return build_decision_state(self.sim, self.config, self.selector, frozenset(self._acted))
+        acted = frozenset(self._acted)
+        guide = self.guide
+        if guide is None:
+            return build_decision_state(self.sim, self.config, self.selector, acted)
+        while True:
+            plan = guide.plan(self.sim)
+            if plan.rejects:  # jobs the guide can never run: not a choice, applied at once
+                self.sim.apply(plan.rejects)
+                plan.rejects = []
+            state = build_decision_state(self.sim, self.config, self.selector, acted, plan)
+            nxt = plan.next
+            if nxt is None or self._index_in(state, nxt) is not None:
+                return state
+            # Not one of the env's actions now (a job or Cell outside what is shown): skip it.
+            guide.drop_next()
+            self._guide_stats["dropped"] += 1
 
     def _obs(self) -> dict[str, np.ndarray]:
         assert self._state is not None
+        if self._headless:  # a rollout copy: only its dynamics matter
+            return {}
         return self.encoder.encode(self._state, self._decisions_now)
 
     def current_observation(self) -> dict[str, np.ndarray]:
@@ -204,7 +267,86 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             "waiting": len(self.sim.waiting_indices),
             "running": len(self.sim.active_indices),
         }
+        if self.guide is not None:
+            info.update({f"guide_{k}": v for k, v in self._guide_stats.items()})
         return info
+
+    def guide_action(self) -> int | None:
+        """The env action the guide proposes now (its WAIT when it would do nothing more)."""
+        if self.guide is None or self._state is None:
+            return None
+        nxt = self.guide.plan(self.sim).next
+        if nxt is None:
+            return self.config.num_actions - 1
+        return self._index_in(self._state, nxt)
+
+    def rollout_cost(self, action: int) -> float:
+        """What taking ``action`` now, then following the guide to the end, costs (job-seconds).
+
+        Runs a headless copy of this env (the episode itself is untouched; the copy encodes no
+        observations): the action, then the guide's proposal at every decision, exactly as an
+        agent that follows the guide from here on would run — the same plan, re-plans,
+        windows and masks. The cost is Σ over jobs of their time in the system, so the
+        difference of two actions' costs is the difference in total JCT they cause: the exact
+        advantage of one action over another when the guide takes over (the simulator is
+        deterministic). Used by the vine advantages of :mod:`crius_gym.rl.sequence_ppo`.
+
+        Raises:
+            ConfigError: the env has no guide.
+        """
+        if self.guide is None or self._state is None:
+            raise ConfigError("rollout_cost needs a guide")
+        env = self._headless_copy()
+        a = action
+        while True:
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                break
+            proposal = env.guide_action()
+            a = self.config.num_actions - 1 if proposal is None else proposal
+        result = env.episode_result()
+        assert result is not None
+        return sum(
+            (j.finish_s if j.status == "finished" else result.summary.makespan_s) - j.arrival_s
+            for j in result.jobs
+            if j.status != "rejected" and j.arrival_s <= result.summary.makespan_s
+        )
+
+    def _headless_copy(self) -> CriusEnv:
+        """A copy of the episode so far that can be stepped without encoding observations."""
+        assert self.guide is not None
+        env = copy.copy(self)
+        env.sim = self.sim.clone()
+        shared: dict[int, object] = {
+            id(self.tuner): self.tuner,
+            id(self.sim.cluster): self.sim.cluster,
+        }
+        env.guide = copy.copy(self.guide)
+        env.guide.policy = copy.deepcopy(self.guide.policy, shared)
+        env._acted = set(self._acted)
+        env._guide_stats = dict(self._guide_stats)
+        env._baseline = None
+        env._headless = True
+        env._last_result = None
+        env.config = dataclasses.replace(self.config, max_decisions=10**12)
+        env._state = env._build_state()
+        return env
+
+    def _reference_run(self, trace: Trace) -> JobsInSystemIntegral:
+        """The guide's run of ``trace`` on a fresh simulator (cached for named held-out traces)."""
+        hit = self._baselines.get(trace.name)
+        if hit is not None and self._baseline_traces.get(trace.name) is trace:
+            return hit
+        sim = self.world_scenario.make_simulator(self.tuner)
+        assert self.config.guide is not None
+        result = sim.run(trace, make_policy(self.config.guide))
+        out = JobsInSystemIntegral(result.jobs)
+        if len(self._baselines) >= 64:  # training traces are never replayed: keep a few
+            self._baselines.clear()
+            self._baseline_traces.clear()
+        self._baselines[trace.name] = out
+        self._baseline_traces[trace.name] = trace
+        return out
 
     # ------------------------------------------------------------------ gymnasium API
     def action_masks(self) -> np.ndarray:
@@ -219,19 +361,39 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         super().reset(seed=seed)
         opts = options or {}
         if "trace" in opts:
+            self._use(int(opts.get("component", 0)))
             trace = opts["trace"]
         elif opts.get("split") in ("val", "test"):
-            trace = self.scenario.synthetic_trace(
+            self._use(int(opts.get("component", 0)))
+            trace = self.world_scenario.synthetic_trace(
                 opts["split"], int(opts.get("index", 0)), tuner=self.tuner
             )
         else:
-            index = int(self.np_random.integers(0, 2**31 - 1))
-            trace = self.scenario.synthetic_trace(
-                "train", index, num_jobs=self.scenario.splits.train_episode_jobs, tuner=self.tuner
+            index = (
+                int(opts["index"])
+                if opts.get("split") == "train" and "index" in opts
+                else int(self.np_random.integers(0, 2**31 - 1))
             )
+            self._use(self.scenario.mix_component(index))
+            sc = self.world_scenario
+            jobs = sc.splits.train_episode_jobs
+            if self.config.episode_jobs is not None:
+                jobs = max(
+                    1,
+                    round(
+                        jobs * self.config.episode_jobs / self.scenario.splits.train_episode_jobs
+                    ),
+                )
+            trace = sc.synthetic_trace("train", index, num_jobs=jobs, tuner=self.tuner)
         self._trace = trace
         self.sim.reset(trace)
         self._acted, self._acted_at = set(), -1.0
+        if self.guide is not None:
+            self.guide.reset(self.sim.cluster, self.tuner, self.sim)
+            self._guide_stats = dict.fromkeys(self._guide_stats, 0)
+        self._baseline = (
+            self._reference_run(trace) if self.config.reward_baseline == "guide" else None
+        )
         self._invalid = 0
         self._decisions = 0
         self._decisions_now = 0
@@ -261,6 +423,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             sim_action = None if invalid else self._decode(a)
             if invalid:
                 self._invalid += 1
+            if self.guide is not None and state.has_choice:
+                nxt = self.guide.plan(self.sim).next
+                self._guide_stats["proposals"] += 1
+                self._guide_stats["followed"] += int(
+                    (sim_action is None and nxt is None and not invalid) or sim_action == nxt
+                )
+                self.guide.followed(sim_action)
             if sim_action is not None:
                 self.sim.apply([sim_action])
                 self._acted.add(self._job_index(sim_action.job_id))
@@ -310,8 +479,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         candidates (with no extra plan constraints); a Reconfigure or Preempt when the env has
         the running-job block and the job is among the running jobs shown.
         """
-        st, cfg = self._state, self.config
-        assert st is not None
+        assert self._state is not None
+        return self._index_in(self._state, action)
+
+    def _index_in(self, st: DecisionState, action: Action) -> int | None:
+        cfg = self.config
         c = cfg.cells_per_job
         if isinstance(action, Start | Reconfigure) and action.tuning != cfg.tuning:
             return None  # the env's actions pay its own tuning mode
@@ -328,7 +500,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                     continue
                 base = cfg.start_actions + r * (c + 1)
                 if isinstance(action, Preempt):
-                    return base + c
+                    return base + c if st.run_valid[r, c] else None
                 if action.constraints is None:
                     for j, ce in enumerate(st.run_cells[r]):
                         if ce.cell == action.cell and st.run_valid[r, j]:
@@ -343,6 +515,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """
         self.sim.apply(actions)
         self._acted.update(self._job_index(a.job_id) for a in actions)
+        if self.guide is not None:
+            self.guide.invalidate()
         self._state = self._build_state()
 
     def episode_result(self) -> RunResult | None:

@@ -42,6 +42,21 @@ class EnvConfig:
             WAIT is the only valid action), and let only WAIT advance time. Off for training;
             on to drive the env with a rule-based policy exactly as the simulator would
             (parity tests, imitation).
+        guide: a registered rule-based policy (default ``crius``) whose plan the env makes
+            expressible: the jobs it would start, move or preempt are shown first, with the
+            Cells it would use (``crius_gym.env.guide``); None: no guide (the window is the
+            queue's head and the jobs that can start now).
+        guide_hint: show the guide's plan in the observation (``guide_*`` features: its next
+            action and the Cells it plans). Off: the guide still decides which jobs and Cells
+            are shown, in arrival and rank order, but nothing marks its choice. Ignored without
+            a guide.
+        episode_jobs: jobs per training episode (None: the scenario's ``train_episode_jobs``;
+            a mixture's components keep their own proportions: each is scaled by
+            ``episode_jobs`` / the mixture's ``train_episode_jobs``).
+        reward_baseline: ``none`` or ``guide``: subtract the guide's own reward on the same
+            trace over the same simulated interval (its run is computed once per episode), so
+            the reward measures the agent against the guide and the arrivals' share of it
+            cancels; over a whole episode it sums to −(ΣJCT − ΣJCT_guide) / scale.
     """
 
     window_jobs: int = 8
@@ -57,6 +72,10 @@ class EnvConfig:
     max_decisions: int = 20_000
     tuning: TuningMode = "pruned"
     stop_at_every_event: bool = False
+    guide: str | None = "crius"
+    guide_hint: bool = True
+    episode_jobs: int | None = None
+    reward_baseline: Literal["none", "guide"] = "none"
 
     def __post_init__(self) -> None:
         if self.window_jobs < 1 or self.cells_per_job < 1 or self.running_jobs < 1:
@@ -76,6 +95,12 @@ class EnvConfig:
                 raise ConfigError(f"env: {name} must be fastest or spread")
         if self.tuning not in ("pruned", "full", "none"):
             raise ConfigError("env: tuning must be pruned, full or none")
+        if self.episode_jobs is not None and self.episode_jobs < 1:
+            raise ConfigError("env: episode_jobs must be >= 1 or null")
+        if self.reward_baseline not in ("none", "guide"):
+            raise ConfigError("env: reward_baseline must be none or guide")
+        if self.reward_baseline == "guide" and (self.guide is None or self.reward != "jct"):
+            raise ConfigError("env: reward_baseline guide needs a guide and the jct reward")
 
     @property
     def start_actions(self) -> int:

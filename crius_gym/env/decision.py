@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crius_gym.env.config import EnvConfig
+from crius_gym.env.guide import GuidePlan
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell, CellEstimate
 from crius_gym.sim.allocator import Allocator, Placement
@@ -90,7 +91,10 @@ class CandidateArrays:
 class CellSelector:
     """The candidate Cells each (model, batch) shows, selected once and cached per env.
 
-    Waiting jobs show ``EnvConfig.window_cell_selection``, running jobs ``cell_selection``.
+    Waiting jobs show ``EnvConfig.window_cell_selection``, running jobs ``cell_selection``. A
+    Cell the guide plans for the job (``extra``) is always shown: it takes the last place when
+    the selection does not hold it. It must be one of the tuner's Cells of the job; otherwise
+    the job shows its usual Cells and the plan's action is not expressible.
     """
 
     def __init__(self, sim: Simulator, cfg: EnvConfig) -> None:
@@ -98,19 +102,29 @@ class CellSelector:
         self.cfg = cfg
         self.layout = TypeLayout.of(sim.cluster)
         self._cache: dict[
-            tuple[ModelSpec, int, bool], tuple[tuple[CellEstimate, ...], CandidateArrays]
+            tuple[ModelSpec, int, bool, Cell | None],
+            tuple[tuple[CellEstimate, ...], CandidateArrays],
         ] = {}
 
     def candidates(
-        self, model: ModelSpec, batch: int, running: bool
+        self, model: ModelSpec, batch: int, running: bool, extra: Cell | None = None
     ) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
         """A waiting (``running=False``) or running job's candidate Cells, with their arrays."""
-        key = (model, batch, running)
+        key = (model, batch, running, extra)
         hit = self._cache.get(key)
         if hit is None:
+            if extra is not None:
+                base = self.candidates(model, batch, running)
+                if any(ce.cell == extra for ce in base[0]):
+                    self._cache[key] = base
+                    return base
             ranked = self.sim.tuner.tune(model, batch).candidates
             how = self.cfg.cell_selection if running else self.cfg.window_cell_selection
             cells = select_cells(ranked, self.cfg.cells_per_job, how)
+            if extra is not None:
+                planned = next((ce for ce in ranked if ce.cell == extra), None)
+                if planned is not None:
+                    cells = (*cells[: self.cfg.cells_per_job - 1], planned)
             hit = (cells, self._arrays(cells))
             self._cache[key] = hit
         return hit
@@ -208,6 +222,7 @@ class DecisionState:
         index: where Cells fit now (per-type free-GPU histograms).
         fitting_jobs: window jobs with a candidate that can start now.
         has_choice: some action other than WAIT is valid.
+        plan: the guide's remaining plan when the env shows it (``guide_hint``), else None.
     """
 
     now_s: float
@@ -225,6 +240,7 @@ class DecisionState:
     index: FitIndex
     fitting_jobs: int
     has_choice: bool
+    plan: GuidePlan | None = None
 
 
 def select_cells(
@@ -250,20 +266,41 @@ def select_cells(
 
 
 def _select_window(
-    sim: Simulator, cfg: EnvConfig, index: FitIndex, selector: CellSelector
+    sim: Simulator,
+    cfg: EnvConfig,
+    index: FitIndex,
+    selector: CellSelector,
+    plan: GuidePlan | None,
 ) -> tuple[list[JobRecord], list[tuple[CellEstimate, ...]], list[CandidateArrays]]:
+    """K waiting jobs, shown in arrival order.
+
+    Chosen in this order: the jobs the guide plans to start (plan order), the first
+    ``head_jobs`` waiting jobs, the earliest later jobs with a Cell that fits now, then the
+    next blocked ones.
+    """
     recs = sim.records
     waiting = sim.waiting_indices
-    chosen: list[int] = list(waiting[: cfg.head_jobs])
+    starts = plan.starts if plan is not None else {}
+    order = plan.order if plan is not None else []
+    chosen = list(dict.fromkeys(i for i in order if i in starts))[: cfg.window_jobs]
+    taken = set(chosen)
     cands: dict[int, tuple[tuple[CellEstimate, ...], CandidateArrays]] = {}
 
     def top(i: int) -> tuple[tuple[CellEstimate, ...], CandidateArrays]:
         if i not in cands:
             job = recs[i].job
-            cands[i] = selector.candidates(job.model, job.global_batch, running=False)
+            cands[i] = selector.candidates(
+                job.model, job.global_batch, running=False, extra=starts.get(i)
+            )
         return cands[i]
 
-    rest = waiting[cfg.head_jobs :]
+    for i in waiting[: cfg.head_jobs]:
+        if len(chosen) >= cfg.window_jobs:
+            break
+        if i not in taken:
+            chosen.append(i)
+            taken.add(i)
+    rest = [i for i in waiting[cfg.head_jobs :] if i not in taken]
     room = cfg.window_jobs - len(chosen)
     if room > 0 and rest:
         picked: list[int] = []
@@ -273,18 +310,37 @@ def _select_window(
                 if len(picked) == room:
                     break
         if len(picked) < room:  # fill with the next blocked jobs
-            taken = set(picked)
-            picked += [i for i in rest if i not in taken][: room - len(picked)]
-            picked.sort()
+            got = set(picked)
+            picked += [i for i in rest if i not in got][: room - len(picked)]
         chosen += picked
+    chosen.sort()  # arrival order: a row's position says nothing about the plan
     shown = [top(i) for i in chosen]
     return [recs[i] for i in chosen], [c for c, _ in shown], [a for _, a in shown]
 
 
+def _select_running(sim: Simulator, cfg: EnvConfig, plan: GuidePlan | None) -> list[int]:
+    """R running jobs, in arrival order: the guide's planned moves and preemptions first."""
+    active = sim.active_indices
+    if plan is None or not (plan.moves or plan.preempts):
+        return list(active[: cfg.running_jobs])
+    live = set(active)
+    first = [i for i in plan.order if (i in plan.moves or i in plan.preempts) and i in live]
+    chosen = list(dict.fromkeys(first))[: cfg.running_jobs]
+    taken = set(chosen)
+    chosen += [i for i in active if i not in taken][: cfg.running_jobs - len(chosen)]
+    return sorted(chosen)
+
+
 def build_decision_state(
-    sim: Simulator, cfg: EnvConfig, selector: CellSelector, acted: frozenset[int] = frozenset()
+    sim: Simulator,
+    cfg: EnvConfig,
+    selector: CellSelector,
+    acted: frozenset[int] = frozenset(),
+    plan: GuidePlan | None = None,
 ) -> DecisionState:
     """The decision state of the simulator now.
+
+    ``plan``: the guide's remaining plan; its jobs are shown, and the Cells it plans for them.
 
     ``acted``: trace indices of jobs already started, moved or preempted at this instant; they
     get no further action until time moves (one change per job per instant, as in Crius —
@@ -294,7 +350,7 @@ def build_decision_state(
     """
     k, c, r = cfg.window_jobs, cfg.cells_per_job, cfg.running_jobs
     index = FitIndex(sim.allocator, selector.layout)
-    window, cells, arrays = _select_window(sim, cfg, index, selector)
+    window, cells, arrays = _select_window(sim, cfg, index, selector, plan)
     # Rows are built as Python lists and converted once: C is small, numpy calls are not.
     none = [False] * c
     fit_rows = [
@@ -310,10 +366,13 @@ def build_decision_state(
         recs = sim.records
         # Preempting only helps a waiting job (it frees GPUs for it).
         someone_waits = bool(sim.waiting_indices)
-        for i in sim.active_indices[:r]:
+        moves = plan.moves if plan is not None else {}
+        for i in _select_running(sim, cfg, plan):
             rec = recs[i]
             running.append(rec)
-            cs, cands = selector.candidates(rec.job.model, rec.job.global_batch, running=True)
+            cs, cands = selector.candidates(
+                rec.job.model, rec.job.global_batch, running=True, extra=moves.get(i)
+            )
             run_cells.append(cs)
             run_arrays.append(cands)
             assert rec.placement is not None and rec.cell is not None
@@ -349,4 +408,5 @@ def build_decision_state(
         index=index,
         fitting_jobs=fitting,
         has_choice=fitting > 0 or any(map(any, run_rows)),
+        plan=plan if cfg.guide_hint else None,
     )

@@ -27,8 +27,10 @@ from gymnasium import spaces
 
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.decision import CandidateArrays, DecisionState
+from crius_gym.env.guide import GuidePlan
 from crius_gym.perf.cell import CellEstimate
 from crius_gym.perf.layers import model_costs
+from crius_gym.sim.actions import Preempt, Reconfigure, Start
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
 from crius_gym.workload.job import Job
@@ -50,6 +52,8 @@ JOB_FEATURES = (
     "queue_position",
     "current_gpus",
     "current_speed",
+    "guide_acts",
+    "guide_preempts",
 )
 CELL_FEATURES_BASE = (
     "present",
@@ -68,6 +72,8 @@ CELL_FEATURES_BASE = (
     "tuning_pause",
     "rank",
     "is_current",
+    "guide_next",
+    "guide_plan",
 )
 TYPE_FEATURES = (
     "present",
@@ -89,6 +95,8 @@ GLOBAL_FEATURES = (
     "decisions_now",
     "fitting_share",
     "time_scale",
+    "guide_wait",
+    "guide_plan_left",
 )
 
 
@@ -96,6 +104,16 @@ _LOG_CAP = math.log1p(1000.0)
 #: Job features that change with time: waited, remaining_work, progress, queue_position,
 #: current_gpus, current_speed.
 _DYNAMIC_JOB_COLUMNS = np.array([1, 2, 3, 13, 14, 15])
+#: Columns of the guide's proposal (zero unless the env shows the hint).
+JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS = (
+    JOB_FEATURES.index("guide_acts"),
+    JOB_FEATURES.index("guide_preempts"),
+)
+CELL_GUIDE_NEXT, CELL_GUIDE_PLAN = (
+    CELL_FEATURES_BASE.index("guide_next"),
+    CELL_FEATURES_BASE.index("guide_plan"),
+)
+GLOBAL_GUIDE_WAIT = GLOBAL_FEATURES.index("guide_wait")
 #: GPU-type features that change with time: free, free_nodes, running_share,
 #: largest_free_block.
 _DYNAMIC_TYPE_COLUMNS = np.array([1, 2, 7, 8])
@@ -115,7 +133,9 @@ class _EpisodeTables:
         self.cells = np.zeros((2, n, cells_per_job, cell_features), dtype=np.float32)
         self.iter_times = np.zeros((2, n, cells_per_job))
         self.type_slot = np.zeros((2, n, cells_per_job), dtype=np.intp)
-        self.filled = [[False] * n, [False] * n]
+        # The candidate tuple each row was filled from (None: not yet); a guide's planned Cell
+        # can change a job's candidates, which refills its rows.
+        self.filled: list[list[tuple[CellEstimate, ...] | None]] = [[None] * n, [None] * n]
 
 
 def _log_norm(x: float, scale: float) -> float:
@@ -245,7 +265,7 @@ class ObservationEncoder:
             tables.cells[kind, i] = self._static_cells(cells)
         tables.iter_times[kind, i] = cands.iter_time_s
         tables.type_slot[kind, i] = cands.type_slot
-        tables.filled[kind][i] = True
+        tables.filled[kind][i] = cells
 
     def _static_cells(self, cells: tuple[CellEstimate, ...]) -> np.ndarray:
         """Features of a job's candidate Cells that depend only on (model, batch, Cell).
@@ -322,7 +342,7 @@ class ObservationEncoder:
         on_cell = []  # (entry, Cell slot) of each running job's current Cell
         for n, (kind, rec, cs, cands, pos) in enumerate(entries):
             job = rec.job
-            if not filled[kind][rec.index]:
+            if filled[kind][rec.index] is not cs:
                 self._fill(tables, kind, rec, cs, cands)
             kinds.append(kind)
             indices.append(rec.index)
@@ -353,11 +373,40 @@ class ObservationEncoder:
         cells[:, :, 12] = type_free[tables.type_slot[at]] * cells[:, :, 0]
         for n, j in on_cell:
             cells[n, j, 15] = 1.0
+        plan = state.plan
+        if plan is not None:
+            self._guide_columns(plan, entries, static, cells)
         # Window jobs fill rows from 0, running jobs rows from K.
         jobs[:n_window] = static[:n_window]
         jobs[k : k + len(static) - n_window] = static[n_window:]
         cell_obs[:n_window] = cells[:n_window]
         cell_obs[k : k + len(cells) - n_window] = cells[n_window:]
+
+    @staticmethod
+    def _guide_columns(
+        plan: GuidePlan,
+        entries: list[tuple[int, JobRecord, tuple[CellEstimate, ...], CandidateArrays, float]],
+        jobs: np.ndarray,
+        cells: np.ndarray,
+    ) -> None:
+        """Mark the guide's plan: the jobs it acts on, their planned Cells, its next action."""
+        nxt = plan.next
+        nxt_job = plan.order[0] if plan.order else -1
+        for n, (kind, rec, _, cands, _) in enumerate(entries):
+            i = rec.index
+            planned = (plan.starts if kind == 0 else plan.moves).get(i)
+            acts = planned is not None or (kind == 1 and i in plan.preempts)
+            if not acts:
+                continue
+            jobs[n, JOB_GUIDE_ACTS] = 1.0
+            if kind == 1 and i == nxt_job and isinstance(nxt, Preempt):
+                jobs[n, JOB_GUIDE_PREEMPTS] = 1.0
+            j = cands.slot_of.get(planned) if planned is not None else None
+            if j is not None:
+                cells[n, j, CELL_GUIDE_PLAN] = 1.0
+                is_next = isinstance(nxt, Start) if kind == 0 else isinstance(nxt, Reconfigure)
+                if i == nxt_job and is_next:
+                    cells[n, j, CELL_GUIDE_NEXT] = 1.0
 
     def _cluster(self, out: np.ndarray, state: DecisionState, type_free: np.ndarray) -> None:
         """Fill the per-GPU-type table (``max_gpu_types`` × F_TYPE, zeros on entry)."""
@@ -390,6 +439,7 @@ class ObservationEncoder:
         total_jobs = max(1, len(sim.records))
         waiting = state.waiting_total
         fitting = state.fitting_jobs
+        plan = state.plan
         out[:] = (
             math.log1p(waiting) / _LOG_CAP,
             (waiting - len(state.window)) / max(1, waiting),
@@ -399,6 +449,8 @@ class ObservationEncoder:
             min(1.0, decisions_now / 16.0),
             fitting / max(1, len(state.window)),
             _log_norm(self.time_scale_s, 3600.0),
+            float(plan is not None and plan.next is None),
+            0.0 if plan is None else min(1.0, len(plan.actions) / 16.0),
         )
 
     def encode(self, state: DecisionState, decisions_now: int) -> dict[str, np.ndarray]:

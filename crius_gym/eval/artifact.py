@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.baselines import FCFS
-from crius_gym.policies.registry import make_policy
+from crius_gym.policies.crius import CriusOptions, CriusPolicy
 from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.policy import Policy
 from crius_gym.sim.scenario import Scenario
@@ -47,7 +47,8 @@ class Setting:
         compat: the simulator's artifact-compatibility options.
         restore_s: checkpoint/restore pause of a (re)start with progress (artifact: 0).
         ground_truth: ``artifact-table`` (the artifact's oracle) or ``measured`` (ours).
-        crius: registered Crius variant (``crius-artifact`` or ``crius``).
+        crius: option overrides of ``crius`` (:class:`~crius_gym.policies.crius.CriusOptions`),
+            as sorted pairs; all of ``crius-artifact``'s = the artifact's Crius.
         fcfs: options of :class:`~crius_gym.policies.baselines.FCFS`.
     """
 
@@ -55,7 +56,7 @@ class Setting:
     compat: ArtifactCompat = field(default_factory=ArtifactCompat)
     restore_s: float = 30.0
     ground_truth: str = "measured"
-    crius: str = "crius"
+    crius: tuple[tuple[str, bool], ...] = ()
     fcfs: tuple[tuple[str, bool], ...] = (
         ("auto_parallel", False),
         ("best_layout_only", False),
@@ -65,6 +66,10 @@ class Setting:
     def with_fcfs(self, **options: bool) -> Setting:
         """The setting with some FCFS options changed."""
         return replace(self, fcfs=tuple(sorted({**dict(self.fcfs), **options}.items())))
+
+    def with_crius(self, **options: bool) -> Setting:
+        """The setting with some Crius options changed."""
+        return replace(self, crius=tuple(sorted({**dict(self.crius), **options}.items())))
 
     def with_compat(self, **options: Any) -> Setting:
         """The setting with some simulator options changed."""
@@ -161,8 +166,16 @@ OPTIONS: tuple[Option, ...] = (
         "Crius upgrades after arrivals too, on any gain",
         "D",
         "crius",
-        lambda s: replace(s, crius="crius-artifact"),
-        lambda s: replace(s, crius="crius"),
+        lambda s: s.with_crius(upgrade_on_arrivals=True, charge_pause=False),
+        lambda s: s.with_crius(upgrade_on_arrivals=False, charge_pause=True),
+    ),
+    Option(
+        "crius_all_cells",
+        "Crius prices every profiled Cell, also those the tuner pruned",
+        "D",
+        "crius",
+        lambda s: s.with_crius(tuner_cells=False),
+        lambda s: s.with_crius(tuner_cells=True),
     ),
     Option(
         "per_type_fifo",
@@ -220,8 +233,9 @@ def scenario_setting(scenario: Scenario) -> Setting:
         compat=scenario.sim.artifact_compat,
         restore_s=scenario.sim.checkpoint_restore_s,
         ground_truth=scenario.ground_truth,
-        crius=crius.policy if crius is not None else "crius",
     )
+    if crius is not None and crius.policy == "crius-artifact":
+        s = s.with_crius(upgrade_on_arrivals=True, charge_pause=False, tuner_cells=False)
     if fcfs is not None and fcfs.policy == "fcfs-artifact":
         s = s.with_fcfs(auto_parallel=True, best_layout_only=True, per_type_fifo=True)
     return s
@@ -303,7 +317,7 @@ class Runner:
         sim.config = dataclasses.replace(sim.config, record_timeseries=True)
         f = dict(setting.fcfs)
         policy: Policy = (
-            make_policy(setting.crius)
+            CriusPolicy(CriusOptions(**dict(setting.crius)))
             if kind == "crius"
             else FCFS(f["auto_parallel"], f["per_type_fifo"], f["best_layout_only"])
         )

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from crius_gym.sim.simulator import RunResult
+from crius_gym.stats import mean_ci
 
 #: Summary columns shown in reports, with their display names.
 REPORT_COLUMNS = {
@@ -42,17 +41,6 @@ def jobs_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         df.insert(0, "policy", r.policy)
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of a Student-t confidence interval (NaN half-width for n < 2)."""
-    a = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    if len(a) == 0:
-        return math.nan, math.nan
-    if len(a) < 2:
-        return float(a.mean()), math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a))
-    return float(a.mean()), float(half)
 
 
 def aggregate(

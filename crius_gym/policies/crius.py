@@ -68,6 +68,12 @@ class CriusOptions:
             ``crius-no`` (strict FIFO).
         data_parallel_only: decide from data-parallel speeds and run data-parallel Cells (one
             stage, no tensor parallelism); on = ``crius-dp``.
+        tuner_cells: use only the tuner's pruned Cells (its candidate list for the job): a Cell
+            the tuner dropped as dominated (more GPUs, not ``dominance_threshold`` faster than a
+            smaller Cell of its type) is never a start, grow or move target, and a request that
+            only such a Cell could serve starts on the smaller Cell that dominates it. Off:
+            every feasible uniform layout of a (type, count), as the authors' scheduler, which
+            prices any profiled configuration (``crius-artifact``). Ignored by ``crius-dp``.
         search_depth: downgrade-search steps while at most ``busy_threshold_jobs`` jobs hold
             GPUs (authors' simulator: 3).
         search_depth_busy: steps beyond that threshold (authors: 2).
@@ -91,6 +97,7 @@ class CriusOptions:
     type_change: bool = True
     opportunistic: bool = True
     data_parallel_only: bool = False
+    tuner_cells: bool = True
     search_depth: int = 3
     search_depth_busy: int = 2
     busy_threshold_jobs: int = 150
@@ -196,17 +203,30 @@ def _pow2_ceil(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
+def _pow2_range(top: int) -> list[int]:
+    """1, 2, 4, … up to ``top``."""
+    return [1 << k for k in range(top.bit_length()) if 1 << k <= top]
+
+
 class _SpeedTable:
     """Cells and estimated speeds of jobs per (GPU type, GPU count), cached for a run.
 
     Options of one (type, count) are its feasible uniform layouts, fewest nodes first, each at
-    its best stage count (one stage, data parallelism only, for ``crius-dp``).
+    its best stage count (one stage, data parallelism only, for ``crius-dp``); with
+    ``tuner_cells``, only those among the tuner's pruned Cells of the job.
     """
 
-    def __init__(self, cluster: ClusterSpec, tuner: Tuner, data_parallel_only: bool) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        tuner: Tuner,
+        data_parallel_only: bool,
+        tuner_cells: bool = False,
+    ) -> None:
         self.cluster = cluster
         self.tuner = tuner
         self.data_parallel_only = data_parallel_only
+        self.tuner_cells = tuner_cells and not data_parallel_only
         self.constraints = DATA_PARALLEL if data_parallel_only else None
         kind = "data-parallel replica" if data_parallel_only else "Cell"
         self.unfit_reason = f"no {kind} fits in memory on any GPU type"
@@ -227,7 +247,15 @@ class _SpeedTable:
         if hit is not None:
             return hit
         out = []
-        if num_gpus <= self.max_gpus.get(gpu_type, 0):
+        if self.tuner_cells:
+            if num_gpus <= self.max_gpus.get(gpu_type, 0):
+                ranked = self.tuner.tune(job.model, job.global_batch).candidates
+                mine = [
+                    ce for ce in ranked if ce.cell.gpu_type == gpu_type and ce.num_gpus == num_gpus
+                ]
+                mine.sort(key=lambda ce: ce.cell.layout.num_nodes)
+                out = [_Option(ce.cell, ce.throughput) for ce in mine]
+        elif num_gpus <= self.max_gpus.get(gpu_type, 0):
             for lay in layouts(self.cluster, gpu_type, num_gpus):
                 est = self.tuner.best_in_layout(
                     job.model, job.global_batch, gpu_type, lay, self.constraints
@@ -303,6 +331,16 @@ class _SpeedTable:
             same = [c for c in cands if c.cell.gpu_type == gpu_type]
             n = same[0].num_gpus if same else 1
         n = min(_pow2_ceil(n), self.max_gpus[gpu_type])
+        if self.tuner_cells:
+            # A pruned request is dominated by a smaller Cell of its type: start there; else
+            # the smallest larger count with a Cell.
+            top = self.max_gpus[gpu_type]
+            counts = [m for m in _pow2_range(top) if self.options(job, gpu_type, m)]
+            smaller = [m for m in counts if m <= n]
+            if smaller:
+                return gpu_type, smaller[-1]
+            if counts:
+                return gpu_type, counts[0]
         while n <= self.max_gpus[gpu_type]:
             if self.options(job, gpu_type, n):
                 return gpu_type, n
@@ -373,6 +411,9 @@ class _Ledger:
                 v.index, v.job, v.cell, v.placement, v.placement.num_gpus, thr, True, v
             )
         self.waiting = [v.index for v in snapshot.waiting]
+        # Jobs preempted in this decision: one change per job per decision, so they wait for
+        # the next one (restarting a victim elsewhere at once would be a second change).
+        self.preempted: set[int] = set()
         self.actions: list[Action] = []
         self._resume_at = resume_at
         self._by_type: dict[str, _TypeJobs] | None = None
@@ -465,6 +506,7 @@ class _Ledger:
         h = self.held.pop(index)
         self.alloc.release(h.placement)
         bisect.insort(self.waiting, index)
+        self.preempted.add(index)
         self._changed()
         self.actions.append(Preempt(h.job.job_id))
 
@@ -502,6 +544,8 @@ def _restart_blockers(ledger: _Ledger, opts: CriusOptions) -> None:
     while restart and trials < opts.max_blocker_trials:
         restart = False
         for index in list(ledger.waiting):
+            if index in ledger.preempted:
+                continue
             job = ledger.snapshot.job(index).job
             quota = ledger.speeds.quota(job, ledger.snapshot)
             if quota is None:
@@ -795,6 +839,8 @@ def _admit_waiting(ledger: _Ledger, opts: CriusOptions) -> None:
     )
     can_search = (opts.scaling or opts.type_change) and depth > 0
     for index in list(ledger.waiting):
+        if index in ledger.preempted:
+            continue
         job = snapshot.job(index).job
         quota = speeds.quota(job, snapshot)
         if quota is None:
@@ -928,16 +974,18 @@ class CriusPolicy:
 
     def reset(self, context: PolicyContext) -> None:
         """Start a new run: fresh speed cache and bookkeeping."""
-        self._speeds = _SpeedTable(context.cluster, context.tuner, self.options.data_parallel_only)
+        self._speeds = self._speed_table(context.cluster, context.tuner)
         self._resume_at = {}
+
+    def _speed_table(self, cluster: ClusterSpec, tuner: Tuner) -> _SpeedTable:
+        opts = self.options
+        return _SpeedTable(cluster, tuner, opts.data_parallel_only, opts.tuner_cells)
 
     def decide(self, snapshot: Snapshot) -> list[Action]:
         """Blockers first, then admission in FIFO order, then upgrades if nothing arrived."""
         speeds = self._speeds
         if speeds is None or speeds.tuner is not snapshot.tuner:
-            speeds = self._speeds = _SpeedTable(
-                snapshot.cluster, snapshot.tuner, self.options.data_parallel_only
-            )
+            speeds = self._speeds = self._speed_table(snapshot.cluster, snapshot.tuner)
         ledger = _Ledger(snapshot, speeds, self._resume_at)
         if self.options.opportunistic:
             _restart_blockers(ledger, self.options)
@@ -963,4 +1011,7 @@ register("crius-dp")(_factory("crius-dp", data_parallel_only=True))
 # The Arena artifact's upgrade pass: after every round with arrivals too
 # (scheduler.py::_fit_new_jobs), on any positive summed-throughput gain with no pay-back test
 # (_job_upgrade_search: ``if max_gain > 0``).
-register("crius-artifact")(_factory("crius-artifact", upgrade_on_arrivals=True, charge_pause=False))
+# It prices every profiled configuration, pruned or not (tuner_cells off).
+register("crius-artifact")(
+    _factory("crius-artifact", upgrade_on_arrivals=True, charge_pause=False, tuner_cells=False)
+)

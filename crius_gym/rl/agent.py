@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
+import torch
 from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
@@ -15,18 +17,56 @@ from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 
 
+class GreedyActor:
+    """The most likely valid action of a trained policy, without SB3's per-step machinery.
+
+    ``model.predict`` converts and preprocesses the observation, builds a masked categorical
+    distribution and takes its mode; the masked argmax of the logits is the same action (SB3
+    masks by setting invalid logits to a large negative number). This calls the network's actor
+    directly under ``torch.inference_mode``: several times faster per step, which is most of
+    an evaluation's time on a long trace.
+
+    Args:
+        model: a trained MaskablePPO (any policy network).
+    """
+
+    def __init__(self, model: MaskablePPO) -> None:
+        self.policy = model.policy
+        space = self.policy.observation_space
+        assert isinstance(space, gym.spaces.Dict)
+        self.keys = [k for k in space.spaces if k != "action_mask"]
+
+    def __call__(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
+        """The action for one observation and its mask."""
+        p = self.policy
+        with torch.inference_mode():
+            tensors = {k: torch.from_numpy(obs[k]).unsqueeze(0) for k in self.keys}
+            features = p.extract_features(tensors, p.pi_features_extractor)
+            assert isinstance(features, torch.Tensor)
+            logits = p.action_net(p.mlp_extractor.forward_actor(features))[0].numpy()
+        return int(np.argmax(np.where(mask, logits, -np.inf)))
+
+
 def run_model(
     model: MaskablePPO, env: CriusEnv, trace: Trace, deterministic: bool = True, seed: int = 0
 ) -> tuple[RunResult, int]:
     """Run a trained policy on a whole trace through the env, always with the action mask.
 
+    Deterministic runs take the masked argmax of the logits (:class:`GreedyActor`, the same
+    action as ``model.predict(deterministic=True)``); stochastic ones sample through SB3.
+
     Returns:
         (the run's result, invalid actions the model produced — 0 for a correct policy).
     """
     obs, _ = env.reset(seed=seed, options={"trace": trace})
+    greedy = GreedyActor(model) if deterministic else None
     while True:
-        action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=deterministic)
-        obs, _, term, trunc, info = env.step(int(action))
+        mask = env.action_masks()
+        if greedy is not None:
+            action = greedy(obs, mask)
+        else:
+            action = int(model.predict(obs, action_masks=mask, deterministic=False)[0])
+        obs, _, term, trunc, info = env.step(action)
         if term or trunc:
             result = env.episode_result()
             assert result is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.rl.agent import run_model
 from crius_gym.sim.simulator import RunResult
+from crius_gym.stats import mean_ci
 from crius_gym.workload.job import Trace
 
 EPISODE_KEYS = (
@@ -62,33 +64,39 @@ def mean_metric(results: Sequence[RunResult], key: str) -> float:
     return float(np.mean(vals)) if vals else math.nan
 
 
+@dataclass(frozen=True)
+class ValidationSet:
+    """Validation traces of one scenario with the reference heuristic's results on them.
+
+    Attributes:
+        env: an evaluation env of the scenario (the training env settings, no decision cap).
+        traces: validation traces.
+        reference: the heuristic's results on the same traces (same order).
+    """
+
+    env: CriusEnv
+    traces: tuple[Trace, ...]
+    reference: tuple[RunResult, ...]
+
+
 class ValidationCallback(BaseCallback):
     """Validates every ``eval_freq`` timesteps against a heuristic, keeping the best model.
 
-    The policy runs masked and deterministic on validation traces; the reference heuristic's
-    results on the same traces are the comparison. The best model minimises (unfinished jobs,
-    average JCT), so a policy cannot look good by leaving work unfinished.
+    The policy runs masked and deterministic on every validation trace; the reference
+    heuristic's results on the same traces are the comparison. The score of an evaluation is
+    the mean over traces of the paired ratio of average JCTs (agent / reference; scale-free, so
+    traces of different clusters weigh the same), with its 95% CI across traces. The best model
+    minimises (unfinished jobs, score), so a policy cannot look good by leaving work unfinished.
 
     Args:
-        env: an evaluation env (same scenario and settings as training).
-        traces: validation traces.
-        reference: the heuristic's results on the same traces (same order).
+        sets: the validation sets (one per validation scenario).
         eval_freq: timesteps between evaluations.
         save_dir: where ``best_model.zip`` and ``evaluations.csv`` go.
     """
 
-    def __init__(
-        self,
-        env: CriusEnv,
-        traces: Sequence[Trace],
-        reference: Sequence[RunResult],
-        eval_freq: int,
-        save_dir: Path,
-    ) -> None:
+    def __init__(self, sets: Sequence[ValidationSet], eval_freq: int, save_dir: Path) -> None:
         super().__init__()
-        self.env = env
-        self.traces = list(traces)
-        self.reference = list(reference)
+        self.sets = list(sets)
         self.eval_freq = eval_freq
         self.save_dir = save_dir
         self.best: tuple[float, float] = (math.inf, math.inf)
@@ -103,28 +111,47 @@ class ValidationCallback(BaseCallback):
         if path.exists():  # a resumed run keeps its history and its best
             old = pd.read_csv(path)
             self.rows = old.to_dict("records")
-            if len(old):
-                ok = old.sort_values(["eval_unfinished", "eval_avg_jct_s"]).iloc[0]
-                self.best = (float(ok["eval_unfinished"]), float(ok["eval_avg_jct_s"]))
+            if len(old) and "eval_jct_ratio" in old:
+                ok = old.sort_values(["eval_unfinished", "eval_jct_ratio"]).iloc[0]
+                self.best = (float(ok["eval_unfinished"]), float(ok["eval_jct_ratio"]))
 
     def evaluate(self) -> dict[str, float]:
-        """Run the current policy on the validation traces."""
-        results, invalid = [], 0
-        for trace in self.traces:
-            res, bad = run_model(self.model, self.env, trace)  # type: ignore[arg-type]
-            results.append(res)
-            invalid += bad
-        ref = self.reference
+        """Run the current policy on every validation trace."""
+        results: list[RunResult] = []
+        refs: list[RunResult] = []
+        invalid = 0
+        for vs in self.sets:
+            for trace, ref in zip(vs.traces, vs.reference, strict=True):
+                res, bad = run_model(self.model, vs.env, trace)  # type: ignore[arg-type]
+                results.append(res)
+                refs.append(ref)
+                invalid += bad
+        ratios = [
+            r.summary.avg_jct_s / f.summary.avg_jct_s
+            for r, f in zip(results, refs, strict=True)
+            if f.summary.avg_jct_s > 0 and not math.isnan(r.summary.avg_jct_s)
+        ]
+        thr = [
+            r.summary.avg_throughput / f.summary.avg_throughput
+            for r, f in zip(results, refs, strict=True)
+            if f.summary.avg_throughput > 0
+        ]
+        ratio, half = mean_ci(ratios)
         out = {
             "timesteps": float(self.num_timesteps),
+            "eval_traces": float(len(results)),
+            "eval_jct_ratio": ratio,
+            "eval_jct_ratio_ci95": half,
+            "eval_throughput_ratio": mean_ci(thr)[0],
             "eval_avg_jct_s": mean_metric(results, "avg_jct_s"),
             "eval_avg_queueing_s": mean_metric(results, "avg_queueing_s"),
             "eval_avg_throughput": mean_metric(results, "avg_throughput"),
             "eval_unfinished": float(sum(r.summary.unfinished for r in results)),
             "eval_invalid_actions": float(invalid),
-            "ref_avg_jct_s": mean_metric(ref, "avg_jct_s"),
-            "ref_avg_throughput": mean_metric(ref, "avg_throughput"),
+            "ref_avg_jct_s": mean_metric(refs, "avg_jct_s"),
+            "ref_avg_throughput": mean_metric(refs, "avg_throughput"),
         }
+        # Kept for the learning curves of earlier runs: the ratio of the means.
         out["eval_jct_vs_ref"] = out["eval_avg_jct_s"] / out["ref_avg_jct_s"]
         out["eval_throughput_vs_ref"] = out["eval_avg_throughput"] / out["ref_avg_throughput"]
         return out
@@ -151,7 +178,7 @@ class ValidationCallback(BaseCallback):
         self.rows.append(m)
         with atomic_path(self.save_dir / "evaluations.csv") as tmp:
             pd.DataFrame(self.rows).to_csv(tmp, index=False)
-        score = (m["eval_unfinished"], m["eval_avg_jct_s"])
+        score = (m["eval_unfinished"], m["eval_jct_ratio"])
         if score < self.best:
             self.best = score
             with atomic_path(self.save_dir / "best_model.zip") as tmp:

@@ -1,17 +1,23 @@
-"""Warm start: behaviour cloning of a rule-based policy (the Crius heuristic) through the env.
+"""Warm start: a policy that is the Crius heuristic, and a critic that knows its returns.
 
 The heuristic runs through an env with ``stop_at_every_event`` (see
 :class:`~crius_gym.rl.agent.HeuristicDriver`); every decision where the agent would have had a
 choice becomes a labelled example (observation, mask, the heuristic's env action — WAIT when it
 chose to start nothing more). Decisions the action space cannot express carry no label and are
-skipped. The policy is then trained by masked cross-entropy, and its value head regresses the
-discounted return of the expert episodes, so PPO starts from heuristic quality with a matching
-critic (DL2's supervised warm-up, ``notes/rl-ecosystem.md`` §4.3).
+skipped. :func:`behaviour_clone` trains the policy by masked cross-entropy (and the value head on
+the expert's returns; DL2's supervised warm-up, ``notes/rl-ecosystem.md`` §4.3);
+:func:`agreement` measures how often the policy's most likely action is the heuristic's on
+held-out decisions. With the guide's hint and the residual network
+(:mod:`crius_gym.rl.networks`) the untrained policy already is the heuristic, and cloning is
+optional. :func:`pretrain_critic` then regresses the value head on the returns of the policy's
+own rollouts, as PPO will sample them, so the first PPO updates do not start from a critic that
+knows nothing (actor-only pre-training shows an early dip: arXiv 2602.23804).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -23,6 +29,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.agent import HeuristicDriver
+from crius_gym.workload.job import Trace
 
 
 @dataclass
@@ -50,9 +57,14 @@ class Demonstrations:
 
 
 def collect_demonstrations(
-    env: CriusEnv, expert: str, episodes: int, gamma: float, seed: int = 0
+    env: CriusEnv,
+    expert: str,
+    episodes: int,
+    gamma: float,
+    seed: int = 0,
+    traces: Sequence[Trace] | None = None,
 ) -> Demonstrations:
-    """Run the expert on ``episodes`` training episodes of the env's scenario."""
+    """Run the expert on ``episodes`` training episodes of the env's scenario (or on ``traces``)."""
     demo_env = CriusEnv(
         env.scenario, dataclasses.replace(env.config, stop_at_every_event=True), tuner=env.tuner
     )
@@ -60,7 +72,8 @@ def collect_demonstrations(
     obs_rows: list[dict[str, np.ndarray]] = []
     masks, actions, returns = [], [], []
     skipped = 0
-    for ep in range(episodes):
+    runs: Sequence[Trace | None] = list(traces) if traces is not None else [None] * episodes
+    for ep, trace in enumerate(runs):
         steps: list[tuple[dict[str, np.ndarray], np.ndarray, int]] = []
         rewards: list[float] = []
 
@@ -76,7 +89,7 @@ def collect_demonstrations(
             rewards.append(reward)
 
         HeuristicDriver(make_policy(expert, scenario=env.scenario), seed=seed + ep).run(
-            demo_env, observe=observe, reset_seed=seed + ep
+            demo_env, trace, observe=observe, reset_seed=seed + ep
         )
         g, rets = 0.0, []
         for r in reversed(rewards):
@@ -99,9 +112,102 @@ def collect_demonstrations(
         np.array(masks),
         np.array(actions, dtype=np.int64),
         np.array(returns, dtype=np.float32),
-        episodes,
+        len(runs),
         skipped,
     )
+
+
+def agreement(model: MaskablePPO, demos: Demonstrations, batch_size: int = 512) -> float:
+    """Share of the demonstrations where the policy's most likely action is the expert's."""
+    policy = model.policy
+    n = len(demos)
+    if n == 0:
+        return float("nan")
+    hits = 0
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            sl = slice(start, start + batch_size)
+            obs = cast(
+                torch.Tensor, obs_as_tensor({k: v[sl] for k, v in demos.obs.items()}, policy.device)
+            )
+            dist = cast(Any, policy.get_distribution(obs, action_masks=demos.masks[sl]))
+            pred = dist.distribution.probs.argmax(-1).numpy()
+            hits += int((pred == demos.actions[sl]).sum())
+    return hits / n
+
+
+def pretrain_critic(
+    model: MaskablePPO,
+    env: CriusEnv,
+    episodes: int,
+    epochs: int,
+    gamma: float,
+    seed: int = 0,
+    batch_size: int = 256,
+    learning_rate: float = 1e-3,
+) -> dict[str, float]:
+    """Regress the value head on the discounted returns of the policy's own rollouts.
+
+    The policy samples its actions as PPO will (stochastic, masked) on ``episodes`` training
+    episodes of ``env``; only the value loss is minimised (its own Adam optimizer).
+
+    Returns:
+        The value loss before and after, the returns' variance, and the transitions used.
+    """
+    policy = model.policy
+    obs_rows: list[dict[str, np.ndarray]] = []
+    rets: list[float] = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + 10_000 + ep)
+        rewards: list[float] = []
+        rows: list[dict[str, np.ndarray]] = []
+        while True:
+            mask = env.action_masks()
+            action, _ = model.predict(obs, action_masks=mask, deterministic=False)
+            rows.append(obs)
+            obs, reward, term, trunc, _ = env.step(int(action))
+            rewards.append(float(reward))
+            if term or trunc:
+                break
+        g, out = 0.0, []
+        for r in reversed(rewards):
+            g = r + gamma * g
+            out.append(g)
+        obs_rows += rows
+        rets += out[::-1]
+    n = len(rets)
+    target_all = np.array(rets, dtype=np.float32)
+    stacked = {k: np.stack([o[k] for o in obs_rows]) for k in obs_rows[0]}
+    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    rng = np.random.default_rng(seed)
+
+    def value_loss(idx: np.ndarray) -> torch.Tensor:
+        obs_t = cast(
+            torch.Tensor, obs_as_tensor({k: v[idx] for k, v in stacked.items()}, policy.device)
+        )
+        values = policy.predict_values(obs_t).flatten()
+        return torch.nn.functional.mse_loss(values, torch.as_tensor(target_all[idx]))
+
+    with torch.no_grad():
+        before = float(value_loss(np.arange(n)))
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            loss = value_loss(order[start : start + batch_size])
+            optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            optimizer.step()
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        after = float(value_loss(np.arange(n)))
+    return {
+        "critic_loss_before": before,
+        "critic_loss_after": after,
+        "critic_return_var": float(target_all.var()),
+        "critic_transitions": float(n),
+    }
 
 
 def behaviour_clone(

@@ -9,6 +9,14 @@ value come from a context that pools over jobs and GPU types.
 
 The table layout (K, C, G, R) is recovered from the observation space, so the policy needs no
 extra arguments and works with any :class:`~crius_gym.env.config.EnvConfig`.
+
+**A residual on top of the guide.** With ``hint_weight`` > 0 every action's logit gets
+``hint_weight`` × the env's "the guide's next action" indicator (its ``guide_next``,
+``guide_preempts`` and ``guide_wait`` columns), a learnable scalar; with ``zero_init`` the last
+layer of every scorer starts at zero. The untrained policy then takes the guide's action with
+probability e^w / (e^w + valid actions − 1) and its most likely action *is* the guide's, so PPO
+starts from the heuristic and learns a residual (Residual Policy Learning, Silver et al. 2018;
+``notes/rl-anchors.md`` §4 item 1).
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from torch import nn
 
 from crius_gym.env.features import (
     CELL_FEATURES_BASE,
+    CELL_GUIDE_NEXT,
     GLOBAL_FEATURES,
+    GLOBAL_GUIDE_WAIT,
     JOB_FEATURES,
+    JOB_GUIDE_PREEMPTS,
     TYPE_FEATURES,
 )
 
@@ -110,9 +121,21 @@ class RowScorer(nn.Module):
 
     Its actor output is already one logit per action (so the policy's ``action_net`` is the
     identity); its critic output is a pooled context of width ``hidden``.
+
+    Args:
+        layout: the observation tables.
+        hidden: width of every hidden layer.
+        hint_weight: initial weight of the guide's proposal in the logits (0: no such term).
+        zero_init: start the scorers' last layers at zero (the logits are then the hint only).
     """
 
-    def __init__(self, layout: TableLayout, hidden: int = 128) -> None:
+    def __init__(
+        self,
+        layout: TableLayout,
+        hidden: int = 128,
+        hint_weight: float = 0.0,
+        zero_init: bool = False,
+    ) -> None:
         super().__init__()
         self.layout = layout
         self.latent_dim_pi = layout.num_actions
@@ -128,6 +151,19 @@ class RowScorer(nn.Module):
             self.run_cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
             self.preempt_score = _mlp([2 * h, h, 1], final_activation=False)
         self.value = _mlp([3 * h, h])
+        self.hint = nn.Parameter(torch.tensor(float(hint_weight))) if hint_weight else None
+        self.zero_init = zero_init
+        if zero_init:
+            self.zero_last_layers()
+
+    def zero_last_layers(self) -> None:
+        """Zero the last layer of every scorer (call again after any re-initialisation)."""
+        running = (self.run_cell_score, self.preempt_score) if self.layout.running else ()
+        for scorer in (self.cell_score, self.wait_score, *running):
+            last = scorer[-1]
+            assert isinstance(last, nn.Linear)
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
 
     def _table(self, x: torch.Tensor, key: str, rows: int) -> torch.Tensor:
         a, b = self.layout.offsets[key]
@@ -189,6 +225,23 @@ class RowScorer(nn.Module):
             )
             parts.append(torch.cat([cells, pre], -1).reshape(features.shape[0], -1))
         parts.append(self.wait_score(torch.cat([e["ctx"], e["pooled"]], 1)))
+        logits = torch.cat(parts, 1)
+        if self.hint is not None:
+            logits = logits + self.hint * self._proposal(features)
+        return logits
+
+    def _proposal(self, x: torch.Tensor) -> torch.Tensor:
+        """One-hot (batch, actions) of the guide's next action, from the observation."""
+        lay = self.layout
+        n, c = x.shape[0], lay.cells
+        cells = self._table(x, "cells", lay.jobs * c)[..., CELL_GUIDE_NEXT]
+        parts = [cells.reshape(n, lay.jobs * c)]
+        if lay.running:
+            run_cells = self._table(x, "running_cells", lay.running * c)[..., CELL_GUIDE_NEXT]
+            pre = self._table(x, "running", lay.running)[..., JOB_GUIDE_PREEMPTS]
+            block = torch.cat([run_cells.reshape(n, lay.running, c), pre.unsqueeze(-1)], -1)
+            parts.append(block.reshape(n, -1))
+        parts.append(self._table(x, "globals", 1)[:, 0, GLOBAL_GUIDE_WAIT : GLOBAL_GUIDE_WAIT + 1])
         return torch.cat(parts, 1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
@@ -212,26 +265,38 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
         action_space: spaces.Discrete,
         lr_schedule: Callable[[float], float],
         hidden: int = 128,
+        hint_weight: float = 0.0,
+        zero_init: bool = False,
         **kwargs: Any,
     ) -> None:
         self.hidden = hidden
+        self.hint_weight = hint_weight
+        self.zero_init = zero_init
         kwargs.setdefault("features_extractor_class", TableExtractor)
         kwargs.pop("net_arch", None)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
         layout = TableLayout.from_space(self.observation_space)  # type: ignore[arg-type]
-        self.mlp_extractor = RowScorer(layout, self.hidden)  # type: ignore[assignment]
+        self.mlp_extractor = RowScorer(  # type: ignore[assignment]
+            layout, self.hidden, self.hint_weight, self.zero_init
+        )
 
     def _build(self, lr_schedule: Callable[[float], float]) -> None:
         super()._build(lr_schedule)
         # The extractor already emits one logit per action: no linear head on top.
         self.action_net = nn.Identity()
+        if self.zero_init:  # SB3's orthogonal initialisation ran after the extractor's
+            assert isinstance(self.mlp_extractor, RowScorer)
+            self.mlp_extractor.zero_last_layers()
+            # A critic that starts at 0: returns relative to the guide are about 0.
+            nn.init.zeros_(self.value_net.weight)
+            nn.init.zeros_(self.value_net.bias)
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        data["hidden"] = self.hidden
+        data.update(hidden=self.hidden, hint_weight=self.hint_weight, zero_init=self.zero_init)
         return data

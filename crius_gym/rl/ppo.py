@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import VecEnv
 
 from crius_gym.errors import ConfigError, InputFileError
 from crius_gym.rl.networks import RowScorerPolicy
+from crius_gym.rl.sequence_ppo import SequencePPO
 
 DEFAULT_AGENTS_FILE = Path(__file__).resolve().parents[2] / "agents" / "ppo.yaml"
 PPO_KEYS = (
@@ -53,8 +53,19 @@ class PPOHyperparams:
     bc_episodes: int = 24
     bc_epochs: int = 30
     bc_learning_rate: float = 1e-3
+    critic_episodes: int = 0
+    critic_epochs: int = 10
+    sequences: int = 0
+    update_threads: int = 2
+    vine_fraction: float = 0.0
+    vine_actions: int = 3
+    vine_distill_epochs: int = 0
+    vine_replay: int = 20_000
+    vine_margin: float = 0.0
+    vine_lr: float = 1e-3
     eval_freq: int = 20_000
     eval_traces: int = 4
+    eval_scenarios: tuple[str, ...] = ()
     checkpoint_freq: int = 20_000
     env: Mapping[str, Any] = field(default_factory=dict)
 
@@ -74,12 +85,44 @@ class PPOHyperparams:
             "eval_freq",
             "eval_traces",
             "checkpoint_freq",
+            "critic_episodes",
+            "critic_epochs",
+            "sequences",
+            "update_threads",
+            "vine_actions",
+            "vine_distill_epochs",
+            "vine_replay",
+            "bc_episodes",
+            "bc_epochs",
         ):
-            if getattr(self, name) < (0 if name in ("eval_traces",) else 1):
+            zero_ok = (
+                "eval_traces",
+                "critic_episodes",
+                "sequences",
+                "bc_epochs",
+                "bc_episodes",
+                "vine_actions",
+                "vine_distill_epochs",
+            )
+            if getattr(self, name) < (0 if name in zero_ok else 1):
                 raise ConfigError(f"{name} must be positive")
+        if self.sequences and (self.n_envs % self.sequences or self.vec_env != "dummy"):
+            raise ConfigError(
+                f"sequences={self.sequences}: n_envs ({self.n_envs}) must be a multiple of it, "
+                "with vec_env dummy"
+            )
+        # YAML gives a list (or one name): store an immutable tuple.
+        names: Any = self.eval_scenarios
+        object.__setattr__(
+            self, "eval_scenarios", (names,) if isinstance(names, str) else tuple(names)
+        )
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
             raise ConfigError("gamma and gae_lambda must be in (0, 1]")
         learning_rate_schedule(self.learning_rate)  # validates "lin_<rate>"
+        if not 0 <= self.vine_fraction <= 1:
+            raise ConfigError("vine_fraction must be in [0, 1]")
+        if self.vine_fraction and self.vec_env != "dummy":
+            raise ConfigError("vine_fraction needs vec_env dummy")
         if self.bc_learning_rate <= 0:
             raise ConfigError("bc_learning_rate must be > 0")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -90,6 +133,7 @@ class PPOHyperparams:
         d = asdict(self)
         d["policy_kwargs"] = dict(self.policy_kwargs)
         d["env"] = dict(self.env)
+        d["eval_scenarios"] = list(self.eval_scenarios)
         return d
 
     def ppo_kwargs(self) -> dict[str, Any]:
@@ -190,12 +234,20 @@ def resolve_hyperparams(
 
 def make_model(
     hp: PPOHyperparams, venv: VecEnv, seed: int, tensorboard_log: str | None
-) -> MaskablePPO:
-    """A fresh MaskablePPO on CPU."""
+) -> SequencePPO:
+    """A fresh MaskablePPO (a :class:`SequencePPO` when ``sequences`` > 0) on CPU."""
     policy: Any = RowScorerPolicy if hp.policy == "rowwise" else "MultiInputPolicy"
-    return MaskablePPO(
+    return SequencePPO(
         policy,
         venv,
+        sequences=hp.sequences,
+        update_threads=hp.update_threads,
+        vine_fraction=hp.vine_fraction,
+        vine_actions=hp.vine_actions,
+        vine_distill_epochs=hp.vine_distill_epochs,
+        vine_replay=hp.vine_replay,
+        vine_margin=hp.vine_margin,
+        vine_lr=hp.vine_lr,
         device="cpu",
         seed=seed,
         verbose=0,

@@ -18,26 +18,32 @@ from typing import Any
 
 import gymnasium as gym
 import yaml
-from sb3_contrib import MaskablePPO
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.eval.runs import run_policies
+from crius_gym.policies.registry import make_policy
 from crius_gym.rl.callbacks import (
     EPISODE_KEYS,
     CheckpointCallback,
     ProgressCallback,
     SchedMetricsCallback,
     ValidationCallback,
+    ValidationSet,
     latest_checkpoint,
 )
-from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
+from crius_gym.rl.imitation import (
+    agreement,
+    behaviour_clone,
+    collect_demonstrations,
+    pretrain_critic,
+)
 from crius_gym.rl.ppo import PPOHyperparams, make_model
 from crius_gym.rl.saved import PolicyCompatibilityError, read_metadata, write_metadata
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.rl.sequence_ppo import SequencePPO
+from crius_gym.sim.scenario import Scenario, load_scenario
 
 EvalHook = Callable[[dict[str, float], Path], None]
 
@@ -158,6 +164,72 @@ class _EvalReporter(ValidationCallback):
             self.hook(dict(self.rows[-1]), self.save_dir)
 
 
+def validation_sets(
+    scenario: Scenario, hp: PPOHyperparams, env_cfg: EnvConfig, seed: int
+) -> list[ValidationSet]:
+    """The validation traces of each validation scenario with the reference's runs on them.
+
+    Scenarios: ``eval_scenarios`` (default: the training scenario); each contributes its first
+    ``eval_traces`` validation traces. The reference is the env's guide (else Crius), run on the
+    simulator with the same seed. Validation runs whole traces: no decision cap (it guards
+    training episodes only).
+    """
+    names = hp.eval_scenarios or (scenario.path or scenario.name,)
+    reference = env_cfg.guide or "crius"
+    sets = []
+    for name in names:
+        sc = scenario if name in (scenario.name, scenario.path) else load_scenario(name)
+        env = CriusEnv(sc, dataclasses.replace(env_cfg, max_decisions=10**12))
+        traces = tuple(sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(hp.eval_traces))
+        sim = sc.make_simulator(env.tuner)
+        refs = tuple(sim.run(t, make_policy(reference, scenario=sc), seed=seed) for t in traces)
+        sets.append(ValidationSet(env, traces, refs))
+    return sets
+
+
+def warm_start(
+    model: SequencePPO,
+    hp: PPOHyperparams,
+    env: CriusEnv,
+    held_out: ValidationSet,
+    seed: int,
+    log: Callable[[str], None],
+) -> dict[str, float]:
+    """Behaviour cloning of Crius (``bc_epochs``), then critic pre-training (``critic_*``).
+
+    Agreement with Crius is measured on the decisions of the first validation scenario's
+    traces, which cloning never sees.
+    """
+    t0 = time.perf_counter()
+    out: dict[str, float] = {}
+    if hp.bc_epochs and hp.bc_episodes:
+        demos = collect_demonstrations(env, "crius", hp.bc_episodes, hp.gamma, seed)
+        out.update(
+            behaviour_clone(model, demos, hp.bc_epochs, hp.batch_size, seed, hp.bc_learning_rate)
+        )
+        out.update(demonstrations=len(demos), unlabelled=demos.skipped)
+    held = collect_demonstrations(held_out.env, "crius", 0, hp.gamma, seed, held_out.traces)
+    out["held_out_agreement"] = agreement(model, held)
+    out["held_out_decisions"] = float(len(held))
+    if hp.critic_episodes:
+        out.update(
+            pretrain_critic(model, env, hp.critic_episodes, hp.critic_epochs, hp.gamma, seed)
+        )
+    out["seconds"] = time.perf_counter() - t0
+    log(
+        f"warm start: agreement with Crius {out['held_out_agreement']:.3f} on "
+        f"{len(held)} held-out decisions"
+        + (f", cloning accuracy {out['bc_accuracy']:.2f}" if "bc_accuracy" in out else "")
+        + (
+            f", critic loss {out['critic_loss_before']:.3g} -> {out['critic_loss_after']:.3g}"
+            if "critic_loss_after" in out
+            else ""
+        )
+        + f" ({out['seconds']:.0f} s)"
+    )
+    return out
+
+
 def train(
     spec: TrainSpec,
     resume: bool = False,
@@ -171,12 +243,14 @@ def train(
     spec.save_config()
     scenario = load_scenario(spec.scenario)
     env_cfg = EnvConfig(**dict(hp.env))
-    venv = build_vec_env(hp, scenario.name, env_cfg, spec.seed)
+    # The scenario as given (a name or a file): a file is never swapped for a namesake in envs/.
+    venv = build_vec_env(hp, spec.scenario, env_cfg, spec.seed)
     eval_env = CriusEnv(scenario, env_cfg)
     ckpt = latest_checkpoint(spec.policy_dir) if resume else None
     warm: dict[str, float] = {}
+    sets = validation_sets(scenario, hp, env_cfg, spec.seed)
     if ckpt is not None:
-        model = MaskablePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir))
+        model = SequencePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir))
         log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
         # The warm start happened in the first session: keep its record (unless the run was
         # killed before it wrote any metadata).
@@ -185,31 +259,8 @@ def train(
     else:
         model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
         if hp.warm_start == "crius":
-            t0 = time.perf_counter()
-            demos = collect_demonstrations(eval_env, "crius", hp.bc_episodes, hp.gamma, spec.seed)
-            warm = behaviour_clone(
-                model, demos, hp.bc_epochs, hp.batch_size, spec.seed, hp.bc_learning_rate
-            )
-            warm.update(
-                demonstrations=len(demos),
-                unlabelled=demos.skipped,
-                seconds=time.perf_counter() - t0,
-            )
-            log(
-                f"warm start: {len(demos)} Crius decisions, accuracy "
-                f"{warm['bc_accuracy']:.2f}, {warm['seconds']:.0f} s"
-            )
-
-    # Crius on the same validation traces is the reference of every evaluation.
-    val = scenario.held_out_traces("val", eval_env.tuner)[: hp.eval_traces]
-    reference = run_policies(
-        scenario, val, ["crius"], seed=spec.seed, tuner=eval_env.tuner, progress=False
-    )
-    # Validation runs whole traces: no decision cap (it guards training episodes only).
-    val_env = CriusEnv(
-        scenario, dataclasses.replace(env_cfg, max_decisions=10**12), tuner=eval_env.tuner
-    )
-    validation = _EvalReporter(on_eval, val_env, val, reference, hp.eval_freq, spec.policy_dir)
+            warm = warm_start(model, hp, eval_env, sets[0], spec.seed, log)
+    validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
     callbacks = [
         SchedMetricsCallback(),

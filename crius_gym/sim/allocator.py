@@ -69,6 +69,20 @@ class Allocator:
         other._free_total = dict(self._free_total)
         return other
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Allocator:
+        # The per-type arrays are views into one array: a generic deep copy would copy them
+        # apart, and the copy's placements would stop updating its totals.
+        return self.copy()
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        del state["_free"]  # views: rebuilt from the one array on unpickling
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._free = self._views(self._all)
+
     def _views(self, all_nodes: np.ndarray) -> dict[str, np.ndarray]:
         views, start = {}, 0
         for g in self.cluster.groups:

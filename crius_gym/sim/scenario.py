@@ -21,10 +21,23 @@ key.  Keys::
                                     # artifact's convention, 5 for simulate_trace_* files, else 1)
       load: 0.7                     # offered load of synthetic traces (sets their arrival rate)
       synthetic: {num_jobs: 120}    # crius_gym.workload.synthetic.SyntheticConfig overrides
+                                    # (of the Philly defaults, or of a named preset:
+                                    # {preset: helios} or {preset: pai})
     splits: {seed: 0, train_episode_jobs: 60, validation_traces: 4, test_traces: 8}
     policies:                       # optional: what a policy name means in this scenario
       crius: crius-artifact         # a registered policy ...
       fcfs: {policy: fcfs, per_type_fifo: true}   # ... or one with option overrides
+
+A **mixture** trains an agent on several scenarios at once (``envs/mix.yaml``): it has ``name``,
+``description``, ``splits`` and a ``mix`` list instead of a cluster and a workload::
+
+    mix:
+      - {scenario: hetero-64, weight: 1}          # a scenario file by name ...
+      - {weight: 2, scenario: {cluster: [...], workload: {...}}}   # ... or inline
+
+Training episode ``i`` of a mixture is training trace ``i`` of one component, drawn by weight
+from a stream of its own (:meth:`Scenario.mix_component`); every other use of the mixture (its
+cluster, held-out traces) is its first component's.
 
 Synthetic traces of the three splits come from disjoint random streams (``split_rng``), so no
 training episode ever replays a validation or test trace.
@@ -58,6 +71,7 @@ from crius_gym.workload.synthetic import (
     generate,
     interarrival_for_load,
     split_rng,
+    synthetic_preset,
 )
 
 Split = Literal["train", "val", "test"]
@@ -65,6 +79,7 @@ GroundTruthKind = Literal["estimator", "measured", "artifact-table"]
 GROUND_TRUTHS: tuple[str, ...] = ("estimator", "measured", "artifact-table")
 ENVS_VAR = "CRIUS_GYM_ENVS"
 _TOP_KEYS = {
+    "mix",
     "policies",
     "name",
     "description",
@@ -168,6 +183,7 @@ class Scenario:
         splits: split settings.
         policies: policy names this scenario redefines (name → registered policy and options),
             as sorted pairs; every other name is the registry's.
+        mix: for a mixture, its components and their weights (empty otherwise).
         path: the file it came from ("" when built in code).
     """
 
@@ -181,6 +197,7 @@ class Scenario:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     splits: SplitSpec = field(default_factory=SplitSpec)
     policies: tuple[tuple[str, PolicySpec], ...] = ()
+    mix: tuple[tuple[Scenario, float], ...] = ()
     path: str = ""
     _memo: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
@@ -279,6 +296,15 @@ class Scenario:
             return load_arena_trace(ref, data_dir, iteration_divisor=divisor)
         return read_arena_trace(ref, iteration_divisor=divisor)
 
+    def mix_component(self, index: int) -> int:
+        """The component of training episode ``index`` of a mixture (0 for a plain scenario)."""
+        if not self.mix:
+            return 0
+        weights = np.array([w for _, w in self.mix], dtype=float)
+        # Entropy (seed, 98, index): a stream of its own, disjoint from every split's.
+        rng = np.random.default_rng(np.random.SeedSequence((self.splits.seed, 98, index)))
+        return int(rng.choice(len(weights), p=weights / weights.sum()))
+
     def policy_spec(self, name: str) -> PolicySpec | None:
         """What ``name`` means in this scenario (None: the registry's policy of that name)."""
         return dict(self.policies).get(name)
@@ -345,6 +371,75 @@ def _build(cls: type[Any], values: Mapping[str, Any], path: str, key: str) -> An
         raise InputFileError(path, str(exc), field=key) from exc
 
 
+def _synthetic(raw: Any, path: str) -> SyntheticConfig:
+    """``workload.synthetic``: overrides of the Philly defaults, or of a named ``preset``."""
+    where = "workload.synthetic"
+    if not isinstance(raw, Mapping):
+        raise InputFileError(path, "must be a mapping", field=where)
+    values = dict(raw)
+    name = values.pop("preset", None)
+    if name is None:
+        return _build(SyntheticConfig, values, path, where)  # type: ignore[no-any-return]
+    try:
+        base = synthetic_preset(str(name))
+        return SyntheticConfig.from_mapping({**base.to_dict(), **values})
+    except UnknownNameError as exc:
+        raise InputFileError(path, str(exc), field=f"{where}.preset") from exc
+    except ConfigError as exc:
+        raise InputFileError(path, str(exc), field=where) from exc
+
+
+def _parse_mix(raw: Mapping[str, Any], path: str, default_name: str) -> Scenario:
+    """A mixture: components (named or inline) with weights, its own name and splits."""
+    for k in raw:
+        if k not in ("name", "description", "mix", "splits"):
+            raise InputFileError(
+                path, "unknown key in a mixture; known: description, mix, name, splits", field=k
+            )
+    entries = raw["mix"]
+    if not isinstance(entries, list) or not entries:
+        raise InputFileError(path, "needs a non-empty list of components", field="mix")
+    comps: list[tuple[Scenario, float]] = []
+    for i, e in enumerate(entries):
+        where = f"mix[{i}]"
+        if not isinstance(e, Mapping) or "scenario" not in e:
+            raise InputFileError(path, "needs {scenario: NAME or mapping, weight: w}", field=where)
+        unknown = set(e) - {"scenario", "weight"}
+        if unknown:
+            raise InputFileError(path, f"unknown key {sorted(unknown)[0]!r}", field=where)
+        try:
+            weight = float(e.get("weight", 1.0))
+        except (TypeError, ValueError):
+            weight = -1.0
+        if not weight > 0:
+            raise InputFileError(path, "weight must be a positive number", field=f"{where}.weight")
+        ref = e["scenario"]
+        if isinstance(ref, str):
+            try:
+                comp = load_scenario(ref)
+            except UnknownNameError as exc:
+                raise InputFileError(path, str(exc), field=f"{where}.scenario") from exc
+        elif isinstance(ref, Mapping):
+            name = str(ref.get("name", f"{default_name}-{i}"))
+            comp = parse_scenario({**ref, "name": name}, path, name)
+        else:
+            raise InputFileError(path, "must be a name or a mapping", field=f"{where}.scenario")
+        if comp.mix:
+            raise InputFileError(path, "a component cannot be a mixture", field=where)
+        comps.append((comp, weight))
+    first = comps[0][0]
+    return dataclasses.replace(
+        first,
+        name=str(raw.get("name", default_name)),
+        description=str(raw.get("description", "")).strip(),
+        splits=_build(SplitSpec, _section(raw, "splits", path), path, "splits"),
+        policies=(),
+        mix=tuple(comps),
+        path=path,
+        _memo={},
+    )
+
+
 def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
     """Validate a parsed scenario mapping.
 
@@ -358,6 +453,8 @@ def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
             raise InputFileError(
                 path, f"unknown key; known: {', '.join(sorted(_TOP_KEYS))}", field=str(k)
             )
+    if "mix" in raw:
+        return _parse_mix(raw, path, default_name)
     groups = raw.get("cluster")
     if not isinstance(groups, list) or not groups:
         raise InputFileError(path, "needs a non-empty list of node groups", field="cluster")
@@ -383,7 +480,7 @@ def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
             raise InputFileError(
                 path, f"unknown key; known: {', '.join(wl_keys)}", field=f"workload.{k}"
             )
-    synthetic = _build(SyntheticConfig, wl.get("synthetic") or {}, path, "workload.synthetic")
+    synthetic = _synthetic(wl.get("synthetic") or {}, path)
     try:
         workload = WorkloadSpec(
             synthetic=synthetic,

@@ -20,6 +20,7 @@ Gymnasium environment uses.
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -476,6 +477,20 @@ class Simulator:
         rec.reject_reason = reason
         self._open -= 1
         rec.version += 1
+
+    def clone(self) -> Simulator:
+        """An independent copy of the run so far (the cluster, tuner and truth are shared).
+
+        The copy continues from the same instant with its own records, events and allocation,
+        so a policy can be tried on it without touching this run (e.g. a rollout that asks what
+        an action would have cost).
+        """
+        shared: dict[int, object] = {
+            id(obj): obj for obj in (self.cluster, self.tuner, self.truth, self.config)
+        }
+        if self._trace is not None:
+            shared[id(self._trace)] = self._trace
+        return copy.deepcopy(self, shared)
 
     # ------------------------------------------------------------------ results
     def result(self, policy_name: str = "") -> RunResult:

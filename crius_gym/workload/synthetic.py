@@ -15,16 +15,19 @@ across scenario variants).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from importlib import resources
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import yaml
 
 from crius_gym.errors import ConfigError, UnknownNameError
 from crius_gym.hardware.gpus import load_gpu_catalog
@@ -581,3 +584,26 @@ def fit_synthetic_config(trace: Trace, **overrides: Any) -> SyntheticConfig:
         raise ConfigError(f"trace {trace.name}: no job requests a GPU count")
     fitted.update(overrides)
     return SyntheticConfig.from_mapping(fitted)
+
+
+#: Workload presets besides the Philly defaults: Helios- and PAI-like statistics fitted to the
+#: Arena ``venus`` and ``pai`` traces (read with ÷5, as the artifact reads them) by
+#: ``python experiments/fit_workload.py --trace venus|pai --preset``; stored in
+#: ``crius_gym/data/workload_presets.yaml``.
+PRESETS_FILE = "workload_presets.yaml"
+
+
+@functools.cache
+def synthetic_preset(name: str) -> SyntheticConfig:
+    """A named workload: ``philly`` (the defaults), ``helios`` or ``pai``.
+
+    Raises:
+        UnknownNameError: an unknown preset (listing the known ones).
+    """
+    if name == "philly":
+        return SyntheticConfig()
+    text = (resources.files("crius_gym") / "data" / PRESETS_FILE).read_text(encoding="utf-8")
+    raw = yaml.safe_load(text) or {}
+    if name not in raw:
+        raise UnknownNameError("workload preset", name, ["philly", *raw])
+    return SyntheticConfig.from_mapping(raw[name])

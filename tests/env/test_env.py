@@ -38,12 +38,12 @@ def rollout(env, seed, policy="random", options=None, max_steps=100_000):
 
 def test_registered_ids():
     assert {
-        "crius_gym/Tiny-v3",
-        "crius_gym/Hetero64-v3",
-        "crius_gym/CriusTestbed-v3",
-        "crius_gym/CriusSim1280-v3",
+        "crius_gym/Tiny-v4",
+        "crius_gym/Hetero64-v4",
+        "crius_gym/CriusTestbed-v4",
+        "crius_gym/CriusSim1280-v4",
     } <= set(cenv.REGISTERED_IDS)
-    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v3"
+    assert cenv.env_id("hetero-64") == "crius_gym/Hetero64-v4"
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_registered_ids():
 def test_both_checkers_pass_without_warnings(config):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = gym.make("crius_gym/Tiny-v3", config=config)
+        env = gym.make("crius_gym/Tiny-v4", config=config)
         gym_check_env(env.unwrapped)
         sb3_check_env(CriusEnv("tiny", config=config))
     bad = [str(w.message) for w in caught if not any(a in str(w.message) for a in ALLOWED_WARNINGS)]
@@ -111,8 +111,10 @@ def test_window_and_running_jobs_show_the_configured_cells(selection):
     from crius_gym.env.decision import select_cells
 
     other = "fastest" if selection == "spread" else "spread"
+    # Without a guide, whose planned Cells are added to the selection (tested below).
     env = CriusEnv(
-        "hetero-64", config={"window_cell_selection": selection, "cell_selection": other}
+        "hetero-64",
+        config={"window_cell_selection": selection, "cell_selection": other, "guide": None},
     )
     c = env.config.cells_per_job
     env.reset(seed=0, options={"split": "val", "index": 0})

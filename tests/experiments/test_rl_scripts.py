@@ -63,7 +63,7 @@ def test_train_then_evaluate(tmp_path):
     for f in ("model.zip", "best_model.zip", "config.yaml", "metadata.yaml", "evaluations.csv"):
         assert (pol / f).is_file(), f
     meta = yaml.safe_load((pol / "metadata.yaml").read_text())
-    assert meta["env_id"] == "crius_gym/Tiny-v3" and meta["timesteps"] >= 512
+    assert meta["env_id"] == "crius_gym/Tiny-v4" and meta["timesteps"] >= 512
     assert "train_ppo.py" in meta["command"] and meta["git_revision"]
     assert list((tmp_path / "runs" / "r").rglob("events.out.tfevents.*"))
 

@@ -24,8 +24,8 @@ def tiny_model(policy="rowwise", **env):
 def test_hyperparams_resolution_and_errors(tmp_path):
     hp = resolve_hyperparams("tiny", overrides=["n_steps=64", "env.reconfigure=true"])
     assert hp.n_steps == 64 and hp.env["reconfigure"] is True
-    assert hp.total_timesteps == 4096  # from the tiny block
-    assert resolve_hyperparams("hetero-64").n_envs == 4  # default block
+    assert hp.total_timesteps == 2048  # from the tiny block
+    assert resolve_hyperparams("hetero-64").n_envs == 8  # default block
     with pytest.raises(ConfigError):
         resolve_hyperparams("tiny", overrides=["learning_rat=1"])
     bad = tmp_path / "ppo.yaml"
@@ -106,10 +106,7 @@ def test_saved_policy_round_trip_and_refusals(tmp_path):
         load_policy(tmp_path / "model.zip", CriusEnv("tiny", config={"reconfigure": False}))
     meta_file = tmp_path / "metadata.yaml"
     data = yaml.safe_load(meta_file.read_text())
-    data["env_version"] = 1  # v3 kept v1's dynamics: its policies load
-    meta_file.write_text(yaml.safe_dump(data))
-    load_policy(tmp_path / "model.zip", env)
-    for version in (2, 99):  # v2 showed waiting jobs other Cells
+    for version in (1, 3, 99):  # v4 added the guide's features and Cells
         data["env_version"] = version
         meta_file.write_text(yaml.safe_dump(data))
         with pytest.raises(PolicyCompatibilityError, match="version"):

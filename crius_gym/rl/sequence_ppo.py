@@ -1,0 +1,423 @@
+"""MaskablePPO with an input-dependent baseline: several rollouts of the same job sequence.
+
+A scheduler's return depends mostly on the arrivals, which no action changes: a busy trace costs
+more JCT than a quiet one whatever the policy does. Decima (Mao et al., SIGCOMM'19; "Variance
+reduction for RL in input-driven environments", ICLR'19) removes that part of the variance with
+a baseline that conditions on the input sequence: run several rollouts of the *same* arrivals
+and compare each with their mean at the same point of simulated time. spark-sched-sim uses 4
+sequences × 4 rollouts per update (``notes/rl-anchors.md``).
+
+:class:`SequencePPO` does that inside SB3's update loop. With ``sequences`` > 0, one rollout phase
+is one whole episode per env: the ``n_envs`` envs form ``sequences`` groups of
+``n_envs / sequences`` rollouts, every env of a group replays the same training trace (drawn
+from the model's own seeded generator), and each transition's advantage is its return-to-go
+minus the mean, over the group's rollouts, of the return-to-go at the same simulated time
+(piecewise linear between their decision times). The PPO loss, clipping and epochs are SB3's
+own; the value head is still trained on the returns (for logging), but advantages do not use it.
+With ``sequences`` = 0 it is MaskablePPO unchanged (GAE on the value function).
+
+**Vine advantages** (``vine_fraction`` > 0; TRPO's "vine" estimation, Schulman et al. 2015 §5.2,
+with the guide as the rollout policy). The simulator is deterministic and the env can tell what
+any action would cost if the guide took over afterwards
+(:meth:`~crius_gym.env.cluster_env.CriusEnv.rollout_cost`). At a share ``vine_fraction`` of the
+decisions of each episode (sampled from the current policy), the update evaluates the action
+taken, the guide's action and ``vine_actions`` other valid actions, and each becomes a sample
+whose advantage is its exact gain over the guide's action, −(ΔΣJCT) / reward scale. The greedy
+policy of these advantages is Bertsekas' rollout policy of the guide, which improves on it by
+construction; PPO's clipped surrogate moves the network towards it one update at a time. Every
+evaluated action is a sample of its own (a uniform proposal, not the policy's: rare good
+actions get the push they need), which biases the gradient towards the rollout policy's choices
+rather than the policy gradient's; the advantages are exact for the guide's value, not the
+current policy's (one step of approximate policy iteration per update, as in API/rollout
+learning, Lagoudakis & Parr 2003).
+
+Because these advantages are the guide's, not the current policy's, they never go stale: with
+``vine_distill_epochs`` > 0 every evaluated decision is also kept (up to ``vine_replay``
+decisions) with its label — the best action evaluated, when it beats the guide's by more than
+``vine_margin``, else the guide's — and after each PPO update the policy takes that many epochs
+of cross-entropy on the whole replay, with its own Adam optimizer at ``vine_lr``: it learns to
+imitate the rollout policy ("RL as classification", approximate policy iteration).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+
+from crius_gym.errors import ConfigError
+
+
+def sequence_advantages(
+    groups: list[list[tuple[np.ndarray, np.ndarray, float]]], gamma: float
+) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """Returns-to-go and advantages against the per-sequence baseline.
+
+    Args:
+        groups: per sequence, per rollout: (rewards (T,), decision times (T,), end time).
+        gamma: discount per decision.
+
+    Returns:
+        (returns, advantages), shaped like ``groups`` with one (T,) array per rollout.
+    """
+    all_returns: list[list[np.ndarray]] = []
+    all_adv: list[list[np.ndarray]] = []
+    for rollouts in groups:
+        rets = []
+        for rewards, _, _ in rollouts:
+            g = np.zeros(len(rewards))
+            acc = 0.0
+            for t in range(len(rewards) - 1, -1, -1):
+                acc = rewards[t] + gamma * acc
+                g[t] = acc
+            rets.append(g)
+        curves = [
+            (np.append(times, end), np.append(g, 0.0))
+            for (_, times, end), g in zip(rollouts, rets, strict=True)
+        ]
+        advs = []
+        for (_, times, _), g in zip(rollouts, rets, strict=True):
+            base = np.mean(
+                [np.interp(times, xs, ys, left=ys[0], right=0.0) for xs, ys in curves], axis=0
+            )
+            advs.append(g - base)
+        all_returns.append(rets)
+        all_adv.append(advs)
+    return all_returns, all_adv
+
+
+def _vine_actions(
+    cfg: Any, mask: np.ndarray, guide: int, taken: int, extra: int, rng: np.random.Generator
+) -> list[int]:
+    """The actions a vine evaluates at one decision.
+
+    The guide's, the one taken, WAIT, and — when the guide would start a job — that job on each
+    of its other Cells that fit (where the rollout policy's gains concentrate: which Cell, or
+    whether to start at all), plus ``extra`` other valid actions drawn uniformly.
+    """
+    wait = cfg.num_actions - 1
+    out = [guide, taken]
+    if mask[wait]:
+        out.append(wait)
+    c = cfg.cells_per_job
+    if guide < cfg.start_actions:
+        row = guide // c
+        out += [row * c + j for j in range(c) if mask[row * c + j]]
+    chosen = set(out)
+    others = [int(x) for x in np.flatnonzero(mask) if int(x) not in chosen]
+    if others and extra:
+        out += [int(x) for x in rng.permutation(others)[:extra]]
+    return list(dict.fromkeys(out))
+
+
+def _masks(env: Any) -> np.ndarray:
+    """The action mask of a (wrapped) env that implements ``action_masks``."""
+    return np.asarray(env.unwrapped.action_masks())
+
+
+class SequencePPO(MaskablePPO):
+    """MaskablePPO with the per-sequence baseline of Decima (see the module docstring).
+
+    Args:
+        sequences: job sequences per update (0: plain MaskablePPO). ``n_envs`` must be a
+            multiple of it, and the env a ``DummyVecEnv`` of envs that replay training trace
+            ``i`` with ``reset(options={"split": "train", "index": i})``.
+        update_threads: torch threads of the update (rollouts keep the process's setting).
+        vine_fraction: share of decisions whose actions are evaluated by guide rollouts (0:
+            no vine; then ``sequences`` or GAE).
+        vine_actions: random valid actions evaluated at such a decision besides the action
+            taken and the guide's.
+        vine_distill_epochs: epochs of cross-entropy on the replay of labelled decisions
+            after each update (0: PPO on the vine samples only).
+        vine_replay: labelled decisions kept (the oldest are dropped).
+        vine_margin: an evaluated action becomes the label only if it beats the guide's by more
+            than this (advantage in reward-scale units).
+        vine_lr: Adam rate of that distillation.
+        *args, **kwargs: MaskablePPO's.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        sequences: int = 0,
+        update_threads: int = 2,
+        vine_fraction: float = 0.0,
+        vine_actions: int = 3,
+        vine_distill_epochs: int = 0,
+        vine_replay: int = 20_000,
+        vine_margin: float = 0.0,
+        vine_lr: float = 1e-3,
+        **kwargs: Any,
+    ) -> None:
+        self.sequences = sequences
+        self.update_threads = update_threads
+        self.vine_fraction = vine_fraction
+        self.vine_actions = vine_actions
+        self.vine_distill_epochs = vine_distill_epochs
+        self.vine_replay = vine_replay
+        self.vine_margin = vine_margin
+        self.vine_lr = vine_lr
+        self._replay: deque[tuple[dict[str, np.ndarray], np.ndarray, int, float]] = deque(
+            maxlen=max(1, vine_replay)
+        )
+        self._distill_optimizer: torch.optim.Optimizer | None = None
+        self.distill_stats: dict[str, float] = {}
+        super().__init__(*args, **kwargs)
+        if vine_fraction:
+            if not isinstance(self.get_env(), DummyVecEnv):
+                raise ConfigError("vine advantages need a DummyVecEnv")
+            self.normalize_advantage = False  # scaled in _collect_vine instead
+        if sequences:
+            env = self.get_env()
+            if not isinstance(env, DummyVecEnv) or env.num_envs % sequences:
+                raise ConfigError(
+                    f"sequences={sequences}: needs a DummyVecEnv whose n_envs is a multiple of it"
+                )
+        self._sequence_rng = np.random.default_rng(self.seed if self.seed is not None else 0)
+
+    def _excluded_save_params(self) -> list[str]:
+        # The replay and its optimizer are training state of one session, not of the policy.
+        return [*super()._excluded_save_params(), "_replay", "_distill_optimizer"]
+
+    def train(self) -> None:
+        """SB3's update, with ``update_threads`` torch threads.
+
+        Rollouts keep the process's setting (one thread: a one-sample forward pass is about 3x
+        slower with two threads than with one on this kind of machine).
+        """
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.update_threads)
+        try:
+            super().train()
+            if self.vine_distill_epochs and self._replay:
+                self._distill()
+        finally:
+            torch.set_num_threads(before)
+
+    def _distill(self) -> None:
+        """Cross-entropy towards the rollout policy's labels on the replay."""
+        policy = self.policy
+        if self._distill_optimizer is None:
+            self._distill_optimizer = torch.optim.Adam(policy.parameters(), lr=self.vine_lr)
+        data = list(self._replay)
+        n = len(data)
+        obs = {k: np.stack([d[0][k] for d in data]) for k in data[0][0]}
+        masks = np.stack([d[1] for d in data])
+        labels = np.array([d[2] for d in data], dtype=np.int64)
+        rng = self._sequence_rng
+        policy.set_training_mode(True)
+        losses, hits = [], []
+        step = self.batch_size or 256
+        for _ in range(self.vine_distill_epochs):
+            order = rng.permutation(n)
+            for start in range(0, n, step):
+                idx = order[start : start + step]
+                tensor = obs_as_tensor({k: v[idx] for k, v in obs.items()}, self.device)
+                acts = torch.as_tensor(labels[idx], device=self.device)
+                _, log_prob, _ = policy.evaluate_actions(
+                    tensor,  # type: ignore[arg-type]
+                    acts,
+                    action_masks=torch.as_tensor(masks[idx]),
+                )
+                loss = -log_prob.mean()
+                self._distill_optimizer.zero_grad()
+                loss.backward()  # type: ignore[no-untyped-call]
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), self.max_grad_norm)
+                self._distill_optimizer.step()
+                losses.append(float(loss.detach()))
+                hits.append(float((log_prob.detach() > np.log(0.5)).float().mean()))
+        policy.set_training_mode(False)
+        self.distill_stats = {"loss": float(np.mean(losses)), "label_p>0.5": float(np.mean(hits))}
+        self.logger.record("vine/distill_loss", self.distill_stats["loss"])
+        self.logger.record("vine/label_prob_over_half", self.distill_stats["label_p>0.5"])
+        self.logger.record("vine/replay", n)
+        self.logger.record(
+            "vine/labels_not_guide", float(np.mean([d[3] for d in data])) if data else 0.0
+        )
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+        use_masking: bool = True,
+    ) -> bool:
+        """One episode per env (vine, or ``sequences`` traces shared by groups of envs)."""
+        if self.vine_fraction:
+            return self._collect_vine(env, callback)
+        if not self.sequences:
+            return bool(super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps))
+        assert isinstance(env, DummyVecEnv)
+        self.policy.set_training_mode(False)
+        n = env.num_envs
+        per = n // self.sequences
+        indices = self._sequence_rng.integers(0, 2**31 - 1, size=self.sequences)
+        obs: list[dict[str, np.ndarray]] = []
+        times: list[list[float]] = [[] for _ in range(n)]
+        for i, e in enumerate(env.envs):
+            o, info = e.reset(options={"split": "train", "index": int(indices[i // per])})
+            obs.append(o)
+            times[i].append(float(info.get("sim_time_s", 0.0)))
+        steps: list[list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]]] = [
+            [] for _ in range(n)
+        ]
+        rewards: list[list[float]] = [[] for _ in range(n)]
+        active = list(range(n))
+        callback.on_rollout_start()
+        while active:
+            batch = {k: np.stack([obs[i][k] for i in active]) for k in obs[active[0]]}
+            masks = np.stack([_masks(env.envs[i]) for i in active])
+            with torch.no_grad():
+                tensor = obs_as_tensor(batch, self.device)
+                actions, values, log_probs = self.policy(tensor, action_masks=masks)
+            acts = actions.cpu().numpy()
+            infos, dones, still = [], [], []
+            for row, i in enumerate(active):
+                a = int(acts[row])
+                steps[i].append((obs[i], a, float(values[row]), float(log_probs[row]), masks[row]))
+                o, r, term, trunc, info = env.envs[i].step(a)
+                rewards[i].append(float(r))
+                done = bool(term or trunc)
+                if not done:
+                    times[i].append(float(info["sim_time_s"]))
+                    obs[i] = o
+                    still.append(i)
+                else:
+                    times[i].append(float(info["sim_time_s"]))  # the episode's end
+                infos.append(info)
+                dones.append(done)
+            self.num_timesteps += len(active)
+            callback.update_locals({"infos": infos, "dones": np.array(dones)})
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, np.array(dones))
+            active = still
+        groups = [
+            [
+                (np.array(rewards[i]), np.array(times[i][:-1]), times[i][-1])
+                for i in range(g * per, (g + 1) * per)
+            ]
+            for g in range(self.sequences)
+        ]
+        returns, advantages = sequence_advantages(groups, self.gamma)
+        self.rollout_buffer = self._buffer(steps, returns, advantages)  # type: ignore[assignment]
+        callback.on_rollout_end()
+        return True
+
+    def _collect_vine(self, env: VecEnv, callback: BaseCallback) -> bool:
+        """One episode per env from the current policy, with vine evaluations along the way."""
+        assert isinstance(env, DummyVecEnv)
+        self.policy.set_training_mode(False)
+        rng = self._sequence_rng
+        n = env.num_envs
+        obs: list[dict[str, np.ndarray]] = []
+        for e in env.envs:
+            o, _ = e.reset(options={"split": "train", "index": int(rng.integers(0, 2**31 - 1))})
+            obs.append(o)
+        samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
+        advantages: list[float] = []
+        active = list(range(n))
+        callback.on_rollout_start()
+        while active:
+            batch = {k: np.stack([obs[i][k] for i in active]) for k in obs[active[0]]}
+            masks = np.stack([_masks(env.envs[i]) for i in active])
+            with torch.no_grad():
+                tensor = obs_as_tensor(batch, self.device)
+                actions, values, _ = self.policy(tensor, action_masks=masks)
+                dist: Any = self.policy.get_distribution(tensor, action_masks=masks)
+                # Categorical keeps normalised logits: the log-probabilities of every action.
+                log_all = dist.distribution.logits.cpu().numpy()
+            acts = actions.cpu().numpy()
+            infos, dones, still = [], [], []
+            for row, i in enumerate(active):
+                a = int(acts[row])
+                valid = np.flatnonzero(masks[row])
+                if len(valid) > 1 and rng.random() < self.vine_fraction:
+                    cenv: Any = env.envs[i].unwrapped  # a CriusEnv
+                    guide = cenv.guide_action()
+                    tried = _vine_actions(cenv.config, masks[row], guide, a, self.vine_actions, rng)
+                    cost = {x: cenv.rollout_cost(x) for x in tried}
+                    scale = float(cenv.reward_scale_s)
+                    for x in tried:
+                        lp = float(log_all[row, x])
+                        samples.append((obs[i], x, float(values[row]), lp, masks[row]))
+                        advantages.append((cost[guide] - cost[x]) / scale)
+                    best = min(tried, key=lambda x: (cost[x], x != guide))
+                    gain = (cost[guide] - cost[best]) / scale
+                    label = best if gain > self.vine_margin else guide
+                    self._replay.append((obs[i], masks[row], label, float(label != guide)))
+                o, _, term, trunc, info = env.envs[i].step(a)
+                done = bool(term or trunc)
+                if not done:
+                    obs[i] = o
+                    still.append(i)
+                infos.append(info)
+                dones.append(done)
+            self.num_timesteps += len(active)
+            callback.update_locals({"infos": infos, "dones": np.array(dones)})
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, np.array(dones))
+            active = still
+        if not samples:  # no decision had a choice: nothing to learn from this phase
+            samples.append((obs[0], 0, 0.0, 0.0, np.ones_like(_masks(env.envs[0]))))
+            advantages.append(0.0)
+        adv = np.array(advantages, dtype=np.float32)
+        # Scaled, not centred: most deviations from the guide cost JCT, so centring would make
+        # the guide's own action (advantage 0) look good and every small gain look bad.
+        rms = float(np.sqrt(np.mean(adv**2)))
+        if rms > 0:
+            adv = adv / rms
+        values = np.array([s[2] for s in samples], dtype=np.float32)
+        self.rollout_buffer = self._buffer(  # type: ignore[assignment]
+            [samples], [[values]], [[adv]]
+        )
+        callback.on_rollout_end()
+        return True
+
+    def _buffer(
+        self,
+        steps: list[list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]]],
+        returns: list[list[np.ndarray]],
+        advantages: list[list[np.ndarray]],
+    ) -> MaskableDictRolloutBuffer:
+        """A one-column rollout buffer holding every transition with its advantage."""
+        flat = [s for env_steps in steps for s in env_steps]
+        ret = np.concatenate([r for group in returns for r in group])
+        adv = np.concatenate([a for group in advantages for a in group])
+        size = len(flat)
+        assert isinstance(self.observation_space, spaces.Dict)
+        buf = MaskableDictRolloutBuffer(
+            size,
+            self.observation_space,
+            self.action_space,
+            device=self.device,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            n_envs=1,
+        )
+        for key in buf.observations:
+            buf.observations[key][:, 0] = np.stack([s[0][key] for s in flat]).reshape(
+                buf.observations[key][:, 0].shape
+            )
+        buf.actions[:, 0, 0] = [s[1] for s in flat]
+        buf.values[:, 0] = [s[2] for s in flat]
+        buf.log_probs[:, 0] = [s[3] for s in flat]
+        buf.action_masks[:, 0] = np.stack([s[4] for s in flat])
+        buf.returns[:, 0] = ret
+        buf.advantages[:, 0] = adv
+        buf.rewards[:, 0] = 0.0
+        buf.episode_starts[:, 0] = 0.0
+        buf.pos = size
+        buf.full = True
+        return buf
