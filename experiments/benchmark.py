@@ -9,8 +9,9 @@ Sections (--sections, default all):
   sim    Arena Philly trace (1,938 jobs, to completion) on crius-sim-1280 with each --policies
          policy, and the same in the artifact setting (crius-sim-1280-artifact: its rounds,
          books, oracle table and policy variants)
-  env    env steps/s with random masked actions on hetero-64
-  ppo    MaskablePPO training steps/s on hetero-64 with DummyVecEnv / SubprocVecEnv at 1, 2, 4 envs
+  env    env steps/s with random masked actions on hetero-64, with the guide and without
+  ppo    end-to-end training decisions/s on the default mixture: the default (vine) agent, and
+         the per-sequence-baseline and GAE configurations
   tuner  time to tune a new (model, batch) on the 4-type 1,280-GPU cluster, cache hit rate
   scale  a synthetic 20,000-job trace on a 6,400-GPU four-type cluster (fcfs, crius), and
          jobs/s at 1x, 4x and 16x cluster and trace size
@@ -44,7 +45,9 @@ TARGETS = {  # (section, key) -> (comparison, value, source issue)
         "issue 10 (the artifact: ~52 min for 2,000 rounds here)",
     ),
     ("sim", "crius", "decide_mean_ms"): ("<=", 10.0, "issue 5 (issue 3: 20 ms)"),
-    ("env", "random", "steps_per_s"): (">=", 5000.0, "issue 5 (issue 4: 3,000)"),
+    ("env", "random, no guide", "steps_per_s"): (">=", 5000.0, "issue 5 (issue 4: 3,000)"),
+    ("ppo", "sequence baseline", "steps_per_s"): (">=", 1000.0, "issue 11"),
+    ("ppo", "default (vine)", "steps_per_s"): (">=", 1000.0, "issue 11"),
     ("scale", "fcfs", "wall_s"): ("<=", 30.0, "issue 5"),
     ("scale", "crius", "wall_s"): ("<=", 300.0, "issue 5"),
 }
@@ -140,11 +143,13 @@ def scaled_scenario(sc: Any, factor: int) -> Any:
     )
 
 
-def env_steps(scenario: str, steps: int) -> Callable[[], dict[str, Any]]:
+def env_steps(scenario: str, steps: int, guide: bool = True) -> Callable[[], dict[str, Any]]:
+    """Random masked actions (with the default guide, or without one: v3's window)."""
+
     def fn() -> dict[str, Any]:
         from crius_gym.env.cluster_env import CriusEnv
 
-        env = CriusEnv(scenario)
+        env = CriusEnv(scenario, None if guide else {"guide": None})
         rng = np.random.default_rng(0)
         env.reset(seed=0)
         done, n = False, 0
@@ -162,26 +167,37 @@ def env_steps(scenario: str, steps: int) -> Callable[[], dict[str, Any]]:
     return fn
 
 
-def ppo_steps(scenario: str, n_envs: int, vec: str, steps: int) -> Callable[[], dict[str, Any]]:
+#: PPO configurations of the ppo section: overrides of the scenario's agents/ppo.yaml block.
+PPO_MODES = {
+    "default (vine)": [],
+    "sequence baseline": ["vine_fraction=0", "sequences=2"],
+    "GAE": ["vine_fraction=0", "sequences=0"],
+}
+
+
+def ppo_steps(scenario: str, mode: str, steps: int) -> Callable[[], dict[str, Any]]:
+    """End-to-end training decisions/s (rollouts, vine rollouts and updates) of one mode."""
+
     def fn() -> dict[str, Any]:
         import torch
-        from stable_baselines3.common.env_util import make_vec_env
-        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-        from crius_gym.env.cluster_env import CriusEnv
+        from crius_gym.env.config import EnvConfig
         from crius_gym.rl.ppo import make_model, resolve_hyperparams
+        from crius_gym.rl.train import build_vec_env
 
         torch.set_num_threads(1)
-        hp = resolve_hyperparams(scenario, overrides=[f"n_envs={n_envs}", "n_steps=256"])
-        cls = SubprocVecEnv if vec == "subproc" else DummyVecEnv
-        venv = make_vec_env(lambda: CriusEnv(scenario), n_envs=n_envs, seed=0, vec_env_cls=cls)
+        hp = resolve_hyperparams(scenario, overrides=PPO_MODES[mode])
+        venv = build_vec_env(hp, scenario, EnvConfig(**dict(hp.env)), 0)
         model = make_model(hp, venv, 0, None)
-        model.learn(256 * n_envs)  # warm-up: first rollout and update
+        model.learn(1)  # warm-up: one rollout phase and update (tuner caches, workers)
+        n0 = model.num_timesteps
         t0 = time.perf_counter()
         model.learn(steps, reset_num_timesteps=False)
         dt = time.perf_counter() - t0
+        done = model.num_timesteps - n0
+        model.close_pool()
         venv.close()
-        return {"steps": steps, "seconds": dt, "steps_per_s": steps / dt}
+        return {"steps": done, "seconds": dt, "steps_per_s": done / dt, "n_envs": hp.n_envs}
 
     return fn
 
@@ -252,25 +268,25 @@ def main() -> None:
                 case = f"{policy} (artifact setting)"
                 rows.append(measure({"section": "sim", "case": case}, fn, args.repeats))
     if "env" in args.sections:
-        print("env: random masked actions on hetero-64", flush=True)
-        rows.append(
-            measure(
-                {"section": "env", "case": "random"},
-                env_steps("tiny" if q else "hetero-64", 500 if q else 20_000),
-                args.repeats,
-            )
-        )
-    if "ppo" in args.sections:
-        print("ppo: MaskablePPO training on hetero-64", flush=True)
-        for vec in ("dummy", "subproc"):
-            for n in (1, 2, 4):
-                rows.append(
-                    measure(
-                        {"section": "ppo", "case": f"{vec} x{n}"},
-                        ppo_steps("tiny" if q else "hetero-64", n, vec, 512 if q else 8192),
-                        1 if q else args.repeats,
-                    )
+        print("env: random masked actions on hetero-64 (with the guide, and without)", flush=True)
+        for guide in (True, False):
+            rows.append(
+                measure(
+                    {"section": "env", "case": "random" if guide else "random, no guide"},
+                    env_steps("tiny" if q else "hetero-64", 500 if q else 20_000, guide),
+                    args.repeats,
                 )
+            )
+    if "ppo" in args.sections:
+        print("ppo: MaskablePPO training on the default mixture", flush=True)
+        for mode in PPO_MODES:
+            rows.append(
+                measure(
+                    {"section": "ppo", "case": mode},
+                    ppo_steps("tiny" if q else "mix", mode, 256 if q else 8192),
+                    1,
+                )
+            )
     if "tuner" in args.sections:
         print("tuner: cold tuning of every Arena (model, batch) on crius-sim-1280", flush=True)
         rows.append(

@@ -167,6 +167,25 @@ def agent_name(path: Path) -> str:
     return f"ppo:{run_dir.name}" + ("" if path.stem == "best_model" else f"/{path.stem}")
 
 
+def _selection(path: Path) -> str:
+    """How the model was selected: its validation score beside the test results below."""
+    if path.stem != "best_model":
+        return ""
+    evals = path.parent / "evaluations.csv"
+    if not evals.is_file():
+        return ""
+    df = pd.read_csv(evals)
+    if "eval_jct_ratio" not in df:
+        return ""
+    best = df.sort_values(["eval_unfinished", "eval_jct_ratio"]).iloc[0]
+    return (
+        f" Selected at {int(best['timesteps']):,} timesteps by validation: average JCT "
+        f"{best['eval_jct_ratio']:.3f}× Crius's (95% CI ± {best['eval_jct_ratio_ci95']:.3f}) "
+        f"on {int(best['eval_traces'])} validation traces, throughput "
+        f"{best['eval_throughput_ratio']:.3f}×."
+    )
+
+
 def evaluate_scenario(
     scenario: Scenario,
     which: str,
@@ -284,7 +303,7 @@ def main() -> None:
             f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
             f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
             f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
-            f"(git {meta.get('git_revision')})."
+            f"(git {meta.get('git_revision')})." + _selection(path)
         )
     sections.append("")
     scenario = load_scenario(args.scenario)

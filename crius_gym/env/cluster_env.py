@@ -312,17 +312,73 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             if j.status != "rejected" and j.arrival_s <= result.summary.makespan_s
         )
 
+    #: Episode fields a rollout needs besides the simulator and the guide.
+    _ROLLOUT_FIELDS = (
+        "_acted",
+        "_acted_at",
+        "_decisions",
+        "_decisions_now",
+        "_guide_stats",
+        "_invalid",
+        "_finished",
+        "_pending_reward",
+        "_done_at_reset",
+        "_trace",
+        "_episode_reward",
+    )
+
+    def rollout_state(self) -> dict[str, Any]:
+        """The episode's state as plain picklable data (what :meth:`rollout_cost` needs).
+
+        Leaves out everything another env of the same scenario and settings rebuilds the same
+        way (tuners, catalogues, encoders), so a worker process holding such an env can answer
+        :meth:`rollout_cost` for this episode after :meth:`restore_rollout_state`.
+        """
+        assert self.guide is not None
+        policy = self.guide.policy
+        return {
+            "world": self.world,
+            "sim": self.sim.state(),
+            "plan": self.guide._plan,
+            "ids": self.guide._ids,
+            "policy": getattr(policy, "_resume_at", None),
+            "env": {k: copy.copy(getattr(self, k)) for k in self._ROLLOUT_FIELDS},
+        }
+
+    def restore_rollout_state(self, state: dict[str, Any]) -> None:
+        """Take on the episode state of another env of the same scenario and settings."""
+        assert self.guide is not None
+        self._use(int(state["world"]))
+        self.sim.restore_state(state["sim"])
+        self.guide._plan = state["plan"]
+        self.guide._ids = state["ids"]
+        if state["policy"] is not None:
+            policy = self.guide.policy
+            policy._resume_at = dict(state["policy"])  # type: ignore[attr-defined]
+        for k, v in state["env"].items():
+            setattr(self, k, v)
+        self._last_result = None
+        self._baseline = None
+        self._state = self._build_state()
+
     def _headless_copy(self) -> CriusEnv:
         """A copy of the episode so far that can be stepped without encoding observations."""
         assert self.guide is not None
         env = copy.copy(self)
         env.sim = self.sim.clone()
+        policy = self.guide.policy
+        # Shared, not copied: the cluster, the tuner and the policy's caches of speeds (pure
+        # functions of the tuner); the copy gets its own bookkeeping.
         shared: dict[int, object] = {
             id(self.tuner): self.tuner,
             id(self.sim.cluster): self.sim.cluster,
         }
+        for cache in ("_speeds", "_tables"):
+            obj = getattr(policy, cache, None)
+            if obj is not None:
+                shared[id(obj)] = obj
         env.guide = copy.copy(self.guide)
-        env.guide.policy = copy.deepcopy(self.guide.policy, shared)
+        env.guide.policy = copy.deepcopy(policy, shared)
         env._acted = set(self._acted)
         env._guide_stats = dict(self._guide_stats)
         env._baseline = None

@@ -51,7 +51,8 @@ def aggregate(
     """Per policy: mean and 95% CI of each column across traces, and the change vs a reference.
 
     The relative change is computed per trace against the reference policy on the same trace
-    (paired), then averaged; it is in percent, negative = lower than the reference.
+    (paired), then averaged, with the 95% CI of the change itself across traces
+    (``…_pct_ci95``); it is in percent, negative = lower than the reference.
     """
     out = []
     for policy, g in summary.groupby("policy", sort=False):
@@ -68,7 +69,9 @@ def aggregate(
                 base = ref.loc[common, c]
                 # A change relative to zero is undefined: those traces are left out.
                 rel = 100 * (mine.loc[common, c] / base.where(base > 0) - 1)
-                row[f"{c}_vs_{reference}_pct"] = mean_ci(rel.dropna().tolist())[0]
+                m, h = mean_ci(rel.dropna().tolist())
+                row[f"{c}_vs_{reference}_pct"] = m
+                row[f"{c}_vs_{reference}_pct_ci95"] = h
         out.append(row)
     return pd.DataFrame(out)
 
@@ -104,8 +107,12 @@ def markdown_table(
         # A change computed over runs that left jobs unfinished compares different job sets.
         flag = " †" if float(r.get("unfinished", 0) or 0) > 0 else ""
         for c in rel_cols:
-            v = r[c]
-            vals.append("–" if not isinstance(v, float) or math.isnan(v) else f"{v:+.1f}{flag}")
+            v, h = r[c], r.get(f"{c}_ci95")
+            if not isinstance(v, float) or math.isnan(v):
+                vals.append("–")
+                continue
+            ci = f" ± {h:.1f}" if isinstance(h, float) and not math.isnan(h) else ""
+            vals.append(f"{v:+.1f}{ci}{flag}")
         lines.append("| " + " | ".join(vals) + " |")
     if any(float(u or 0) > 0 for u in agg.get("unfinished", [])):
         lines += [

@@ -969,17 +969,25 @@ class CriusPolicy:
         self.options = options or CriusOptions()
         self.name = name
         self._speeds: _SpeedTable | None = None
+        self._tables: dict[int, _SpeedTable] = {}
         # When each job the policy (re)started resumes iterating, simulated seconds.
         self._resume_at: dict[int, float] = {}
 
     def reset(self, context: PolicyContext) -> None:
-        """Start a new run: fresh speed cache and bookkeeping."""
+        """Start a new run: fresh bookkeeping (speeds stay cached per tuner: they are pure)."""
         self._speeds = self._speed_table(context.cluster, context.tuner)
         self._resume_at = {}
 
     def _speed_table(self, cluster: ClusterSpec, tuner: Tuner) -> _SpeedTable:
-        opts = self.options
-        return _SpeedTable(cluster, tuner, opts.data_parallel_only, opts.tuner_cells)
+        # One table per tuner, kept across runs: its entries are a function of the tuner's
+        # (deterministic) estimates, and an env that switches clusters would rebuild it often.
+        key = id(tuner)
+        hit = self._tables.get(key)
+        if hit is None or hit.tuner is not tuner or hit.cluster is not cluster:
+            opts = self.options
+            hit = _SpeedTable(cluster, tuner, opts.data_parallel_only, opts.tuner_cells)
+            self._tables[key] = hit
+        return hit
 
     def decide(self, snapshot: Snapshot) -> list[Action]:
         """Blockers first, then admission in FIFO order, then upgrades if nothing arrived."""

@@ -63,6 +63,7 @@ class PPOHyperparams:
     vine_replay: int = 20_000
     vine_margin: float = 0.0
     vine_lr: float = 1e-3
+    rollout_workers: int = 0
     eval_freq: int = 20_000
     eval_traces: int = 4
     eval_scenarios: tuple[str, ...] = ()
@@ -92,6 +93,7 @@ class PPOHyperparams:
             "vine_actions",
             "vine_distill_epochs",
             "vine_replay",
+            "rollout_workers",
             "bc_episodes",
             "bc_epochs",
         ):
@@ -103,6 +105,7 @@ class PPOHyperparams:
                 "bc_episodes",
                 "vine_actions",
                 "vine_distill_epochs",
+                "rollout_workers",
             )
             if getattr(self, name) < (0 if name in zero_ok else 1):
                 raise ConfigError(f"{name} must be positive")
@@ -248,6 +251,7 @@ def make_model(
         vine_replay=hp.vine_replay,
         vine_margin=hp.vine_margin,
         vine_lr=hp.vine_lr,
+        rollout_workers=hp.rollout_workers,
         device="cpu",
         seed=seed,
         verbose=0,

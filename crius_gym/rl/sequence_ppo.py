@@ -55,6 +55,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from crius_gym.errors import ConfigError
+from crius_gym.rl.rollout_pool import RolloutPool
 
 
 def sequence_advantages(
@@ -142,6 +143,8 @@ class SequencePPO(MaskablePPO):
         vine_margin: an evaluated action becomes the label only if it beats the guide's by more
             than this (advantage in reward-scale units).
         vine_lr: Adam rate of that distillation.
+        rollout_workers: worker processes for the vine's rollouts (0: in this process); they
+            compute while the episodes go on, and the costs are the same either way.
         *args, **kwargs: MaskablePPO's.
     """
 
@@ -156,6 +159,7 @@ class SequencePPO(MaskablePPO):
         vine_replay: int = 20_000,
         vine_margin: float = 0.0,
         vine_lr: float = 1e-3,
+        rollout_workers: int = 0,
         **kwargs: Any,
     ) -> None:
         self.sequences = sequences
@@ -166,6 +170,8 @@ class SequencePPO(MaskablePPO):
         self.vine_replay = vine_replay
         self.vine_margin = vine_margin
         self.vine_lr = vine_lr
+        self.rollout_workers = rollout_workers
+        self._pool: RolloutPool | None = None
         self._replay: deque[tuple[dict[str, np.ndarray], np.ndarray, int, float]] = deque(
             maxlen=max(1, vine_replay)
         )
@@ -186,7 +192,16 @@ class SequencePPO(MaskablePPO):
 
     def _excluded_save_params(self) -> list[str]:
         # The replay and its optimizer are training state of one session, not of the policy.
-        return [*super()._excluded_save_params(), "_replay", "_distill_optimizer"]
+        return [*super()._excluded_save_params(), "_replay", "_distill_optimizer", "_pool"]
+
+    def close_pool(self) -> None:
+        """Stop the rollout workers (also done when the model is garbage-collected)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __del__(self) -> None:
+        self.close_pool()
 
     def train(self) -> None:
         """SB3's update, with ``update_threads`` torch threads.
@@ -326,6 +341,7 @@ class SequencePPO(MaskablePPO):
             obs.append(o)
         samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
         advantages: list[float] = []
+        pending: list[Any] = []  # (obs, mask, log-probs, value, guide, tried, scale, costs)
         active = list(range(n))
         callback.on_rollout_start()
         while active:
@@ -346,16 +362,27 @@ class SequencePPO(MaskablePPO):
                     cenv: Any = env.envs[i].unwrapped  # a CriusEnv
                     guide = cenv.guide_action()
                     tried = _vine_actions(cenv.config, masks[row], guide, a, self.vine_actions, rng)
-                    cost = {x: cenv.rollout_cost(x) for x in tried}
-                    scale = float(cenv.reward_scale_s)
-                    for x in tried:
-                        lp = float(log_all[row, x])
-                        samples.append((obs[i], x, float(values[row]), lp, masks[row]))
-                        advantages.append((cost[guide] - cost[x]) / scale)
-                    best = min(tried, key=lambda x: (cost[x], x != guide))
-                    gain = (cost[guide] - cost[best]) / scale
-                    label = best if gain > self.vine_margin else guide
-                    self._replay.append((obs[i], masks[row], label, float(label != guide)))
+                    if self._pool is None and self.rollout_workers:
+                        scenario = cenv.scenario.path or cenv.scenario.name
+                        self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
+                    # Workers compute while the episodes go on: nothing here waits for them.
+                    costs: Any = (
+                        self._pool.submit(cenv, tried)
+                        if self._pool is not None
+                        else [cenv.rollout_cost(x) for x in tried]
+                    )
+                    pending.append(
+                        (
+                            obs[i],
+                            masks[row],
+                            log_all[row],
+                            float(values[row]),
+                            guide,
+                            tried,
+                            float(cenv.reward_scale_s),
+                            costs,
+                        )
+                    )
                 o, _, term, trunc, info = env.envs[i].step(a)
                 done = bool(term or trunc)
                 if not done:
@@ -369,6 +396,16 @@ class SequencePPO(MaskablePPO):
                 return False
             self._update_info_buffer(infos, np.array(dones))
             active = still
+        for o, mask, logp, value, guide, tried, scale, costs in pending:
+            flat = costs.get() if hasattr(costs, "get") else costs
+            cost = dict(zip(tried, flat, strict=True))
+            for x in tried:
+                samples.append((o, x, value, float(logp[x]), mask))
+                advantages.append((cost[guide] - cost[x]) / scale)
+            best = min(tried, key=lambda x: (cost[x], x != guide))
+            gain = (cost[guide] - cost[best]) / scale
+            label = best if gain > self.vine_margin else guide
+            self._replay.append((o, mask, label, float(label != guide)))
         if not samples:  # no decision had a choice: nothing to learn from this phase
             samples.append((obs[0], 0, 0.0, 0.0, np.ones_like(_masks(env.envs[0]))))
             advantages.append(0.0)

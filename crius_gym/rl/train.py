@@ -294,6 +294,7 @@ def train(
         path = checkpoints.save_now()
         log(f"\ninterrupted: checkpoint saved to {path}")
     seconds = time.perf_counter() - t0
+    model.close_pool()
     venv.close()
 
     model_path = spec.policy_dir / "model.zip"

@@ -478,6 +478,18 @@ class Simulator:
         self._open -= 1
         rec.version += 1
 
+    #: What :meth:`state` leaves out: shared, rebuilt the same way by any simulator of the
+    #: same scenario.
+    _SHARED = ("cluster", "tuner", "truth", "config")
+
+    def state(self) -> dict[str, object]:
+        """The run so far as picklable data (without the cluster, tuner, truth and settings)."""
+        return copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in self._SHARED})
+
+    def restore_state(self, state: dict[str, object]) -> None:
+        """Continue the run another simulator of the same scenario saved with :meth:`state`."""
+        self.__dict__.update(copy.deepcopy(state))
+
     def clone(self) -> Simulator:
         """An independent copy of the run so far (the cluster, tuner and truth are shared).
 

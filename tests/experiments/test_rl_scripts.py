@@ -106,6 +106,31 @@ def test_train_then_evaluate(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "hand-written words" in (res / "n.md").read_text()
+    # Any trace file, placed on the scenario's cluster, instead of the held-out set.
+    trace = tmp_path / "mine.csv"
+    trace.write_text(
+        "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n"
+        "a,0,300,bert__760M,,128,2,a40\nb,60,200,moe__690M,,256,4,a100\n"
+    )
+    out = run(
+        "experiments/evaluate.py",
+        "--policy",
+        str(pol),
+        "--scenario",
+        "tiny",
+        "--trace",
+        str(trace),
+        "--policies",
+        "crius",
+        "--out",
+        str(res),
+        "--report-name",
+        "t.md",
+        "--no-progress",
+    )
+    assert out.returncode == 0, out.stderr
+    text = (res / "t.md").read_text()
+    assert "trace files" in text and "`mine` (2 jobs)" in text
     # Labels come from the run folder and file: the final model is a row of its own.
     assert "ppo:r/model" in (res / "n.md").read_text()
     out = run("experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res))

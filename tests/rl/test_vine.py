@@ -67,3 +67,19 @@ def test_vine_training_fills_a_replay_and_saves_without_it(tmp_path):
     model.save(tmp_path / "m.zip")
     loaded = SequencePPO.load(tmp_path / "m.zip", device="cpu")
     assert len(loaded._replay) == 0 and loaded.vine_fraction == 0.5
+
+
+def test_rollout_workers_answer_as_this_process_does():
+    from crius_gym.rl.rollout_pool import RolloutPool
+
+    cfg = EnvConfig(episode_jobs=10)
+    env = CriusEnv("tiny", cfg)
+    env.reset(options={"split": "train", "index": 3})
+    for _ in range(3):
+        env.step(env.guide_action())
+    actions = [int(a) for a in np.flatnonzero(env.action_masks())]
+    pool = RolloutPool("tiny", cfg, 1)
+    try:
+        assert pool.costs([(env, a) for a in actions]) == [env.rollout_cost(a) for a in actions]
+    finally:
+        pool.close()

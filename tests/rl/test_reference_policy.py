@@ -1,0 +1,47 @@
+"""The committed reference policy loads, runs, and is refused by an incompatible env."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.rl.agent import run_model
+from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, read_metadata
+from crius_gym.sim.scenario import load_scenario
+from tests.conftest import REPO
+
+REF = REPO / "results" / "reference_policy"
+
+
+@pytest.fixture
+def reference():
+    path = REF / "best_model.zip"
+    if not path.is_file():
+        pytest.skip(f"{path} absent (export one with experiments/export_policy.py)")
+    return path
+
+
+def test_reference_policy_loads_and_runs(reference):
+    meta = read_metadata(reference)
+    assert meta["env_version"] == 4 and meta["exported"]["from"]
+    sc = load_scenario("tiny")
+    env = CriusEnv(sc, EnvConfig(**{**meta["env_config"], "max_decisions": 10**12}))
+    model, _ = load_policy(reference, env)
+    res, invalid = run_model(model, env, sc.synthetic_trace("test", 0))
+    assert invalid == 0 and res.summary.finished == len(res.jobs)
+    assert reference.stat().st_size < 1_000_000  # a few hundred KB
+
+
+def test_reference_policy_is_refused_by_another_env_version(reference, tmp_path):
+    copy = tmp_path / "ref"
+    shutil.copytree(REF, copy)
+    meta = yaml.safe_load((copy / "metadata.yaml").read_text())
+    meta["env_version"] = 3
+    (copy / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    env = CriusEnv("tiny", EnvConfig(**meta["env_config"]))
+    with pytest.raises(PolicyCompatibilityError, match="version 3"):
+        load_policy(copy / "best_model.zip", env)
