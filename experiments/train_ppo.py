@@ -123,7 +123,7 @@ def main() -> None:
         # The block is the scenario's name, also when the scenario is given as a file.
         hp = resolve_hyperparams(load_scenario(args.scenario).name, args.config, overrides)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run = args.run_name or f"{args.scenario}_{hp.policy}_s{args.seed}_{stamp}"
+        run = args.run_name or f"{Path(args.scenario).stem}_{hp.policy}_s{args.seed}_{stamp}"
         spec = TrainSpec(
             run=run,
             scenario=args.scenario,
@@ -136,8 +136,13 @@ def main() -> None:
         )
     scenario = load_scenario(spec.scenario)
     hp = spec.hyperparams
+    if scenario.mix:
+        sizes = [comp.cluster.num_gpus for comp, _ in scenario.mix]
+        where = f"{len(sizes)} components, {min(sizes)}-{max(sizes)} GPUs"
+    else:
+        where = f"{scenario.cluster.num_gpus} GPUs"
     print(
-        f"run {spec.run}: {scenario.name} ({scenario.cluster.num_gpus} GPUs), policy "
+        f"run {spec.run}: {scenario.name} ({where}), policy "
         f"{hp.policy}, {hp.total_timesteps} timesteps, {hp.n_envs} envs, seed {spec.seed}",
         flush=True,
     )

@@ -65,8 +65,10 @@ def collect_demonstrations(
     traces: Sequence[Trace] | None = None,
 ) -> Demonstrations:
     """Run the expert on ``episodes`` training episodes of the env's scenario (or on ``traces``)."""
+    # A mixture's env builds one tuner per component; a single scenario's shares the env's.
+    tuner = None if env.scenario.mix else env.tuner
     demo_env = CriusEnv(
-        env.scenario, dataclasses.replace(env.config, stop_at_every_event=True), tuner=env.tuner
+        env.scenario, dataclasses.replace(env.config, stop_at_every_event=True), tuner=tuner
     )
     wait = demo_env.config.num_actions - 1
     obs_rows: list[dict[str, np.ndarray]] = []
