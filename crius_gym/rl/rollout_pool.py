@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,11 @@ _ENV: CriusEnv | None = None
 
 
 def _init(scenario: str, config: EnvConfig) -> None:
+    # A forked worker inherits the trainer's SIGTERM/SIGINT handlers (save a checkpoint, then
+    # stop): with them, Pool.terminate() could not stop a worker waiting on a lock, and the run
+    # hung at its end. Workers die on SIGTERM and leave Ctrl-C to the trainer.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _ENV  # one env per worker process, built once
     _ENV = CriusEnv(scenario, config)
     _ENV.reset(seed=0)

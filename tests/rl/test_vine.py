@@ -83,3 +83,24 @@ def test_rollout_workers_answer_as_this_process_does():
         assert pool.costs([(env, a) for a in actions]) == [env.rollout_cost(a) for a in actions]
     finally:
         pool.close()
+
+
+def test_rollout_workers_drop_the_trainers_signal_handlers():
+    """A worker that kept train_ppo's SIGTERM handler could not be terminated: the run hung."""
+    import signal
+
+    from crius_gym.rl.rollout_pool import RolloutPool
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # as train_ppo installs one
+    try:
+        pool = RolloutPool("tiny", EnvConfig(episode_jobs=10), 1)
+        try:
+            handlers = (
+                pool._pool.apply(signal.getsignal, (signal.SIGTERM,)),
+                pool._pool.apply(signal.getsignal, (signal.SIGINT,)),
+            )
+        finally:
+            pool.close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert handlers == (signal.SIG_DFL, signal.SIG_IGN)
