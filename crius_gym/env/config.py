@@ -116,3 +116,14 @@ class EnvConfig:
     def num_actions(self) -> int:
         """Size of the flat Discrete action space (the last action is WAIT)."""
         return self.start_actions + self.running_actions + 1
+
+    def action_kind(self, action: int) -> str:
+        """What an env action does: ``start``, ``reconfigure``, ``preempt`` or ``wait``."""
+        if not 0 <= action < self.num_actions:
+            raise ConfigError(f"action {action} outside [0, {self.num_actions})")
+        if action == self.num_actions - 1:
+            return "wait"
+        if action < self.start_actions:
+            return "start"
+        j = (action - self.start_actions) % (self.cells_per_job + 1)
+        return "preempt" if j == self.cells_per_job else "reconfigure"

@@ -10,6 +10,7 @@ import pytest
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.features import CELL_FEATURES_BASE, CELL_GUIDE_NEXT, GLOBAL_GUIDE_WAIT
+from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.agent import HeuristicDriver
 from crius_gym.sim.scenario import load_scenario
@@ -100,3 +101,11 @@ def test_guide_relative_reward_sums_to_the_jct_difference():
     jct = sum(j.jct_s for j in mine.jobs if j.status == "finished")
     ref = sum(j.jct_s for j in crius.jobs if j.status == "finished")
     assert total == pytest.approx(-(jct - ref) / env.reward_scale_s, rel=1e-6, abs=1e-6)
+
+
+def test_action_kind_follows_the_layout():
+    cfg = EnvConfig(window_jobs=2, cells_per_job=3, running_jobs=2, head_jobs=1, reconfigure=True)
+    kinds = [cfg.action_kind(a) for a in range(cfg.num_actions)]
+    assert kinds == ["start"] * 6 + (["reconfigure"] * 3 + ["preempt"]) * 2 + ["wait"]
+    with pytest.raises(ConfigError):
+        cfg.action_kind(cfg.num_actions)

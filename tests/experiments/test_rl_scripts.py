@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -202,3 +203,14 @@ def test_same_seed_same_training(tmp_path):
     a = (tmp_path / "policies" / "a" / "evaluations.csv").read_text()
     b = (tmp_path / "policies" / "b" / "evaluations.csv").read_text()
     assert a == b
+
+
+def test_agent_actions_compares_the_reference_policy_with_its_guide():
+    policy = REPO / "results" / "reference_policy"
+    if not (policy / "best_model.zip").is_file():
+        pytest.skip(f"{policy} absent")
+    out = run("experiments/agent_actions.py", "--policy", str(policy), "--scenario", "tiny")
+    assert out.returncode == 0, out.stderr
+    assert "| guide | agent | same action | decisions |" in out.stdout
+    rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| ")][2:]
+    assert rows and all(int(r[4].replace(",", "")) > 0 for r in rows)
