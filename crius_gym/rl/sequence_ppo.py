@@ -290,10 +290,8 @@ class SequencePPO(MaskablePPO):
         active = list(range(n))
         callback.on_rollout_start()
         while active:
-            batch = {k: np.stack([obs[i][k] for i in active]) for k in obs[active[0]]}
-            masks = np.stack([_masks(env.envs[i]) for i in active])
+            tensor, masks = self._batch(env, obs, active)
             with torch.no_grad():
-                tensor = obs_as_tensor(batch, self.device)
                 actions, values, log_probs = self.policy(tensor, action_masks=masks)
             acts = actions.cpu().numpy()
             infos, dones, still = [], [], []
@@ -303,12 +301,10 @@ class SequencePPO(MaskablePPO):
                 o, r, term, trunc, info = env.envs[i].step(a)
                 rewards[i].append(float(r))
                 done = bool(term or trunc)
+                times[i].append(float(info["sim_time_s"]))  # at the end: the episode's end
                 if not done:
-                    times[i].append(float(info["sim_time_s"]))
                     obs[i] = o
                     still.append(i)
-                else:
-                    times[i].append(float(info["sim_time_s"]))  # the episode's end
                 infos.append(info)
                 dones.append(done)
             self.num_timesteps += len(active)
@@ -329,6 +325,14 @@ class SequencePPO(MaskablePPO):
         callback.on_rollout_end()
         return True
 
+    def _batch(
+        self, env: DummyVecEnv, obs: list[dict[str, np.ndarray]], active: list[int]
+    ) -> tuple[Any, np.ndarray]:
+        """The active envs' observations as one tensor batch, with their action masks."""
+        batch = {k: np.stack([obs[i][k] for i in active]) for k in obs[active[0]]}
+        masks = np.stack([_masks(env.envs[i]) for i in active])
+        return obs_as_tensor(batch, self.device), masks
+
     def _collect_vine(self, env: VecEnv, callback: BaseCallback) -> bool:
         """One episode per env from the current policy, with vine evaluations along the way."""
         assert isinstance(env, DummyVecEnv)
@@ -345,10 +349,8 @@ class SequencePPO(MaskablePPO):
         active = list(range(n))
         callback.on_rollout_start()
         while active:
-            batch = {k: np.stack([obs[i][k] for i in active]) for k in obs[active[0]]}
-            masks = np.stack([_masks(env.envs[i]) for i in active])
+            tensor, masks = self._batch(env, obs, active)
             with torch.no_grad():
-                tensor = obs_as_tensor(batch, self.device)
                 actions, values, _ = self.policy(tensor, action_masks=masks)
                 dist: Any = self.policy.get_distribution(tensor, action_masks=masks)
                 # Categorical keeps normalised logits: the log-probabilities of every action.
