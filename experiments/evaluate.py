@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -34,6 +35,7 @@ from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
+from crius_gym.rl.deviation import deployed_margin, parse_margin
 from crius_gym.rl.saved import load_policy, read_metadata
 from crius_gym.sim.scenario import Scenario, list_scenarios, load_scenario
 from crius_gym.sim.simulator import RunResult
@@ -94,6 +96,17 @@ def parse_args() -> argparse.Namespace:
         help="evaluate on this trace file (Arena CSV format; repeatable), placed on --scenario's "
         "cluster, instead of the scenario's held-out set; simulate_trace_* files are read with "
         "the artifact's iteration divisor",
+    )
+    p.add_argument(
+        "--guide-margin",
+        nargs="+",
+        default=["recorded"],
+        metavar="M",
+        help="how far an agent must prefer its own action over the guide's (Crius's) before it "
+        "departs from it, in logits: 'recorded' = the margin its metadata.yaml records "
+        "(selected on validation by train_ppo.py or select_guide_margin.py; 0 if none), or a "
+        "number ('inf' = the guide). Several values evaluate each policy at each; explicit "
+        "values are labelled ppo:<run>@<M> (default: recorded)",
     )
     p.add_argument("--max-traces", type=int, help="use only the first N traces of a set")
     p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")
@@ -186,6 +199,21 @@ def _selection(path: Path) -> str:
     )
 
 
+def _deployment(meta: dict[str, Any]) -> str:
+    """The recorded guide margin and how it was chosen."""
+    block = meta.get("deployment")
+    if not block:
+        return " Deployed without a guide margin (departs from Crius wherever its argmax does)."
+    scores = block.get("scores") or {}
+    return (
+        f" Deployed with guide margin δ = {block.get('guide_margin')} (departs from Crius only "
+        f"where it prefers its own action by ≥ δ logits), chosen on validation traces "
+        f"({', '.join(f'{k}: {v}' for k, v in (block.get('validation_traces') or {}).items())}):"
+        f" mean JCT ratio to Crius {scores.get(str(block.get('guide_margin')), '?')} against "
+        f"{scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
+    )
+
+
 def evaluate_scenario(
     scenario: Scenario,
     which: str,
@@ -201,10 +229,14 @@ def evaluate_scenario(
         meta = read_metadata(path)
         env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
         load_policy(path, env)  # refuse incompatible policies before any work
-        name = agent_name(path)
-        if any(name == a[0] for a in agents):
-            raise SystemExit(f"--policy: two policies are both labelled {name!r}; pass each once")
-        agents.append((name, path, meta["env_config"]))
+        for how in args.guide_margin:
+            name = agent_name(path) + ("" if how == "recorded" else f"@{how}")
+            if any(name == a[0] for a in agents):
+                raise SystemExit(
+                    f"--policy: two policies are both labelled {name!r}; pass each once"
+                )
+            margin = deployed_margin(meta) if how == "recorded" else parse_margin(how)
+            agents.append((name, path, meta["env_config"], margin))
     traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario), files)
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
@@ -223,8 +255,9 @@ def evaluate_scenario(
             trace,
             args.seed,
             not args.stochastic,
+            0.0 if args.stochastic else margin,
         )
-        for name, path, env_cfg in agents
+        for name, path, env_cfg, margin in agents
         for trace in traces
     ] + [
         HeuristicTask(h, scenario.path or scenario.name, trace, args.seed, data_dir=args.data_dir)
@@ -264,7 +297,7 @@ def evaluate_scenario(
     )
     ref = "crius" if "crius" in heuristics else None
     agg = aggregate(summ, reference=ref)
-    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _ in agents)
+    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _, _ in agents)
     lines = [
         f"## {scenario.name} — {'trace files' if files else f'{which} traces'}",
         "",
@@ -303,7 +336,7 @@ def main() -> None:
             f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
             f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
             f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
-            f"(git {meta.get('git_revision')})." + _selection(path)
+            f"(git {meta.get('git_revision')})." + _selection(path) + _deployment(meta)
         )
     sections.append("")
     scenario = load_scenario(args.scenario)

@@ -56,6 +56,9 @@ class AgentTask:
         trace: the trace.
         seed: env seed.
         deterministic: take the most likely action.
+        guide_margin: the deterministic actor departs from the guide only where it prefers its
+            own action by at least this many logits (0: plain argmax; see
+            :mod:`crius_gym.rl.deviation`).
     """
 
     label: str
@@ -65,6 +68,7 @@ class AgentTask:
     trace: Trace | None = None
     seed: int = 0
     deterministic: bool = True
+    guide_margin: float = 0.0
 
 
 Task = HeuristicTask | AgentTask
@@ -113,7 +117,9 @@ def execute(task: Task) -> TaskResult:
     env = CriusEnv(scenario, cfg)
     model, _ = load_policy(Path(task.model_path), env)
     assert task.trace is not None
-    res, invalid = run_model(model, env, task.trace, task.deterministic, task.seed)
+    res, invalid = run_model(
+        model, env, task.trace, task.deterministic, task.seed, task.guide_margin
+    )
     return TaskResult(
         RunResult(task.label, res.trace, res.jobs, res.summary, res.series, res.rejections), invalid
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,44 +27,82 @@ class GreedyActor:
     directly under ``torch.inference_mode``: several times faster per step, which is most of
     an evaluation's time on a long trace.
 
+    With ``guide_margin`` δ > 0 the actor departs from its guide's proposal only where it
+    prefers its own action by at least δ in logits, i.e. where it is at least e^δ times as likely
+    as the guide's: a conservative deployment of a policy learned on top of a baseline (in the
+    spirit of safe policy improvement with baseline bootstrapping, Laroche et al., ICML 2019,
+    which keeps the baseline's action where the learned one is uncertain). δ = 0 is the plain
+    argmax; δ = inf is the guide itself. :mod:`crius_gym.rl.deviation` selects δ on
+    validation traces.
+
     Args:
         model: a trained MaskablePPO (any policy network).
+        guide_margin: δ in logits (nats); 0 disables the gate.
     """
 
-    def __init__(self, model: MaskablePPO) -> None:
+    def __init__(self, model: MaskablePPO, guide_margin: float = 0.0) -> None:
+        if not guide_margin >= 0:
+            raise ValueError(f"guide_margin must be >= 0, got {guide_margin}")
         self.policy = model.policy
+        self.guide_margin = guide_margin
         space = self.policy.observation_space
         assert isinstance(space, gym.spaces.Dict)
         self.keys = [k for k in space.spaces if k != "action_mask"]
+        self.departures = 0  # actions taken against the guide's proposal
+        self.kept = 0  # departures the margin turned back into the guide's action
 
-    def __call__(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-        """The action for one observation and its mask."""
+    def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """The actor's logits for one observation (before masking)."""
         p = self.policy
         with torch.inference_mode():
             tensors = {k: torch.from_numpy(obs[k]).unsqueeze(0) for k in self.keys}
             features = p.extract_features(tensors, p.pi_features_extractor)
             assert isinstance(features, torch.Tensor)
-            logits = p.action_net(p.mlp_extractor.forward_actor(features))[0].numpy()
-        return int(np.argmax(np.where(mask, logits, -np.inf)))
+            out: np.ndarray = p.action_net(p.mlp_extractor.forward_actor(features))[0].numpy()
+        return out
+
+    def __call__(
+        self, obs: dict[str, np.ndarray], mask: np.ndarray, guide: int | None = None
+    ) -> int:
+        """The action for one observation and its mask (``guide``: the guide's proposal)."""
+        if self.guide_margin == math.inf and guide is not None:
+            return guide
+        logits = np.where(mask, self.logits(obs), -np.inf)
+        action = int(np.argmax(logits))
+        if guide is None or action == guide:
+            return action
+        if self.guide_margin and logits[action] - logits[guide] < self.guide_margin:
+            self.kept += 1
+            return guide
+        self.departures += 1
+        return action
 
 
 def run_model(
-    model: MaskablePPO, env: CriusEnv, trace: Trace, deterministic: bool = True, seed: int = 0
+    model: MaskablePPO,
+    env: CriusEnv,
+    trace: Trace,
+    deterministic: bool = True,
+    seed: int = 0,
+    guide_margin: float = 0.0,
 ) -> tuple[RunResult, int]:
     """Run a trained policy on a whole trace through the env, always with the action mask.
 
     Deterministic runs take the masked argmax of the logits (:class:`GreedyActor`, the same
-    action as ``model.predict(deterministic=True)``); stochastic ones sample through SB3.
+    action as ``model.predict(deterministic=True)``, with its ``guide_margin`` gate when the env
+    has a guide); stochastic ones sample through SB3 (no gate).
 
     Returns:
         (the run's result, invalid actions the model produced — 0 for a correct policy).
     """
     obs, _ = env.reset(seed=seed, options={"trace": trace})
-    greedy = GreedyActor(model) if deterministic else None
+    if guide_margin and not deterministic:
+        raise ValueError("guide_margin gates the deterministic actor only")
+    greedy = GreedyActor(model, guide_margin) if deterministic else None
     while True:
         mask = env.action_masks()
         if greedy is not None:
-            action = greedy(obs, mask)
+            action = greedy(obs, mask, env.guide_action() if guide_margin else None)
         else:
             action = int(model.predict(obs, action_masks=mask, deterministic=False)[0])
         obs, _, term, trunc, info = env.step(action)

@@ -68,6 +68,8 @@ class PPOHyperparams:
     eval_traces: int = 4
     eval_scenarios: tuple[str, ...] = ()
     checkpoint_freq: int = 20_000
+    deploy_margins: tuple[float, ...] = ()
+    deploy_traces: int = 4
     env: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -96,6 +98,7 @@ class PPOHyperparams:
             "rollout_workers",
             "bc_episodes",
             "bc_epochs",
+            "deploy_traces",
         ):
             zero_ok = (
                 "eval_traces",
@@ -119,6 +122,18 @@ class PPOHyperparams:
         object.__setattr__(
             self, "eval_scenarios", (names,) if isinstance(names, str) else tuple(names)
         )
+        margins: Any = self.deploy_margins
+        try:
+            parsed = tuple(
+                float(m) for m in ([margins] if isinstance(margins, (int, float, str)) else margins)
+            )
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"deploy_margins must be numbers >= 0 (or 'inf'), got {margins!r}"
+            ) from None
+        if any(not m >= 0 for m in parsed):
+            raise ConfigError(f"deploy_margins must be >= 0, got {margins!r}")
+        object.__setattr__(self, "deploy_margins", parsed)
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
             raise ConfigError("gamma and gae_lambda must be in (0, 1]")
         learning_rate_schedule(self.learning_rate)  # validates "lin_<rate>"
@@ -137,6 +152,7 @@ class PPOHyperparams:
         d["policy_kwargs"] = dict(self.policy_kwargs)
         d["env"] = dict(self.env)
         d["eval_scenarios"] = list(self.eval_scenarios)
+        d["deploy_margins"] = ["inf" if m == float("inf") else m for m in self.deploy_margins]
         return d
 
     def ppo_kwargs(self) -> dict[str, Any]:

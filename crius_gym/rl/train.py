@@ -34,6 +34,7 @@ from crius_gym.rl.callbacks import (
     ValidationSet,
     latest_checkpoint,
 )
+from crius_gym.rl.deviation import select_guide_margin, selection_scenarios
 from crius_gym.rl.imitation import (
     agreement,
     behaviour_clone,
@@ -230,6 +231,40 @@ def warm_start(
     return out
 
 
+def _select_deployment(
+    spec: TrainSpec,
+    scenario: Scenario,
+    env_cfg: EnvConfig,
+    model: SequencePPO,
+    log: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """Choose the saved policy's guide margin on validation (``deploy_margins``; none: skip).
+
+    The policy that is deployed is ``best_model.zip`` (else the final model), so that is the
+    one whose margin is selected (:mod:`crius_gym.rl.deviation`).
+    """
+    hp = spec.hyperparams
+    if not hp.deploy_margins or env_cfg.guide is None:
+        return None
+    best = spec.policy_dir / "best_model.zip"
+    chosen = SequencePPO.load(best, device="cpu") if best.is_file() else model
+    t0 = time.perf_counter()
+    log(f"choosing the guide margin among {list(hp.deploy_margins)} on validation traces")
+    sel = select_guide_margin(
+        chosen,
+        env_cfg,
+        selection_scenarios(scenario, hp.eval_scenarios),
+        hp.deploy_traces,
+        hp.deploy_margins,
+    )
+    log(
+        f"guide margin {sel.guide_margin:g}: validation JCT {sel.scores[sel.guide_margin]:.3f}x "
+        f"Crius's (margin 0: {sel.scores.get(0.0, float('nan')):.3f}x; "
+        f"{time.perf_counter() - t0:.0f} s)"
+    )
+    return sel.as_metadata(spec.provenance.get("command", ""))
+
+
 def train(
     spec: TrainSpec,
     resume: bool = False,
@@ -300,6 +335,7 @@ def train(
     model_path = spec.policy_dir / "model.zip"
     with atomic_path(model_path) as tmp:
         model.save(tmp)
+    deployment = None if interrupted else _select_deployment(spec, scenario, env_cfg, model, log)
     write_metadata(
         spec.policy_dir,
         eval_env,
@@ -310,6 +346,7 @@ def train(
             "interrupted": interrupted,
             "train_seconds": round(seconds, 1),
             "best_validation": {"unfinished": validation.best[0], "avg_jct_s": validation.best[1]},
+            **({"deployment": deployment} if deployment else {}),
         },
     )
     return TrainOutcome(

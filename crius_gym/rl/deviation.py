@@ -1,0 +1,169 @@
+"""Choosing how confident an agent must be before it departs from its guide (``guide_margin``).
+
+A policy trained on top of the Crius guide learns where departing from Crius pays. On the
+clusters and workloads it trained on those departures are its gain; on a workload unlike its
+training the same network also departs, with small preferences, where it has learnt nothing
+(the PPO report's diagnosis: on the Arena Philly trace most of the agent's departures are
+declined upgrades and waits with logit margins of 0.1–0.4 over Crius's action). The deployed
+agent therefore takes its own action only where it prefers it by at least δ logits
+(:class:`~crius_gym.rl.agent.GreedyActor`), and δ is chosen here, on validation traces only:
+
+* the selection scenarios are every component of the training mixture (or the training
+  scenario) and every validation scenario, each with its first ``traces`` validation traces
+  (synthetic; no test or Arena trace);
+* each candidate δ is scored by the mean over scenarios of the mean per-trace ratio of the
+  agent's average JCT to its guide's (Crius's run through the same env), so a scenario with
+  many validation traces does not outweigh the others;
+* the smallest δ within ``tolerance`` of the best score wins (the least conservative of the
+  equally good: the agent keeps as much of what it learnt as validation allows).
+
+The choice and its whole table are stored in the policy's ``metadata.yaml`` (``deployment``),
+where ``experiments/evaluate.py`` reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from sb3_contrib import MaskablePPO
+
+from crius_gym.atomic import atomic_write_text
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.errors import ConfigError
+from crius_gym.rl.agent import run_model
+from crius_gym.rl.saved import METADATA_FILE
+from crius_gym.sim.scenario import Scenario, load_scenario
+
+#: The default candidates (logits); inf = always the guide.
+DEFAULT_MARGINS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, math.inf)
+
+
+@dataclass(frozen=True)
+class MarginSelection:
+    """The outcome of :func:`select_guide_margin`.
+
+    Attributes:
+        guide_margin: the chosen δ (logits).
+        scores: δ → mean over scenarios of the mean JCT ratio to the guide.
+        per_scenario: (scenario, δ) → mean JCT ratio to the guide on its traces.
+        traces: scenario → validation traces used.
+    """
+
+    guide_margin: float
+    scores: dict[float, float]
+    per_scenario: dict[tuple[str, float], float]
+    traces: dict[str, int]
+
+    def as_metadata(self, command: str) -> dict[str, Any]:
+        """The ``deployment`` block of ``metadata.yaml``."""
+        return {
+            "guide_margin": _num(self.guide_margin),
+            "selected_by": command,
+            "score": "mean over scenarios of the mean validation JCT ratio to the guide",
+            "validation_traces": dict(self.traces),
+            "scores": {str(_num(m)): round(v, 4) for m, v in self.scores.items()},
+            "per_scenario": {
+                f"{name} @ {_num(m)}": round(v, 4) for (name, m), v in self.per_scenario.items()
+            },
+        }
+
+
+def _num(x: float) -> float | str:
+    return "inf" if math.isinf(x) else float(x)
+
+
+def parse_margin(value: Any) -> float:
+    """A margin from YAML or the command line (``inf`` allowed).
+
+    Raises:
+        ConfigError: not a number >= 0.
+    """
+    try:
+        m = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"guide_margin {value!r} is not a number (or 'inf')") from None
+    if not m >= 0:
+        raise ConfigError(f"guide_margin must be >= 0, got {value!r}")
+    return m
+
+
+def selection_scenarios(training: Scenario, validation: Sequence[str]) -> list[Scenario]:
+    """The training scenario's components (or itself) and the validation scenarios, once each."""
+    out: dict[str, Scenario] = {}
+    for sc in [c for c, _ in training.mix] or [training]:
+        out.setdefault(sc.name, sc)
+    for name in validation:
+        sc = load_scenario(name)
+        out.setdefault(sc.name, sc)
+    return list(out.values())
+
+
+def select_guide_margin(
+    model: MaskablePPO,
+    env_config: EnvConfig,
+    scenarios: Sequence[Scenario],
+    traces: int = 4,
+    margins: Sequence[float] = DEFAULT_MARGINS,
+    tolerance: float = 0.002,
+    log: Callable[[str], None] | None = None,
+) -> MarginSelection:
+    """Score each candidate δ on validation traces and choose one (see the module docstring).
+
+    Args:
+        model: the trained policy.
+        env_config: the env settings it was trained with (must have a guide).
+        scenarios: where to validate (:func:`selection_scenarios`).
+        traces: validation traces per scenario (at most each scenario's validation split).
+        margins: candidate δ values (logits, >= 0; ``inf`` = the guide).
+        tolerance: a δ within this much of the best score counts as equally good.
+        log: progress lines (one per scenario and δ).
+
+    Raises:
+        ConfigError: the env has no guide, or no candidates.
+    """
+    if env_config.guide is None:
+        raise ConfigError("guide_margin needs an env with a guide")
+    cands = sorted({parse_margin(m) for m in margins} | {math.inf})
+    cfg = dataclasses.replace(env_config, max_decisions=10**12)
+    per: dict[tuple[str, float], float] = {}
+    used: dict[str, int] = {}
+    for sc in scenarios:
+        env = CriusEnv(sc, cfg)
+        n = min(traces, sc.splits.validation_traces)
+        vals = [sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(n)]
+        used[sc.name] = n
+        base: list[float] = []
+        for m in sorted(cands, reverse=True):  # inf first: the guide's own runs
+            jct = [run_model(model, env, t, guide_margin=m)[0].summary.avg_jct_s for t in vals]
+            if math.isinf(m):
+                base = jct
+            ratios = [a / b for a, b in zip(jct, base, strict=True) if b > 0]
+            per[(sc.name, m)] = float(np.mean(ratios)) if ratios else math.nan
+            if log:
+                log(f"  {sc.name}: δ={_num(m)} → {per[(sc.name, m)]:.4f}× the guide")
+    scores = {m: float(np.nanmean([per[(sc.name, m)] for sc in scenarios])) for m in cands}
+    best = min(scores.values())
+    chosen = min(m for m, v in scores.items() if v <= best + tolerance)
+    return MarginSelection(chosen, scores, per, used)
+
+
+def deployed_margin(meta: dict[str, Any]) -> float:
+    """The δ a saved policy's ``metadata.yaml`` records (0 when it records none)."""
+    block = meta.get("deployment") or {}
+    return parse_margin(block.get("guide_margin", 0.0))
+
+
+def record_selection(policy_dir: Path, selection: MarginSelection, command: str) -> None:
+    """Store the selection as the ``deployment`` block of the run's ``metadata.yaml``."""
+    path = policy_dir / METADATA_FILE
+    meta = yaml.safe_load(path.read_text()) or {}
+    meta["deployment"] = selection.as_metadata(command)
+    atomic_write_text(path, yaml.safe_dump(meta, sort_keys=False))

@@ -1,0 +1,150 @@
+"""Choose a saved agent's guide margin δ on validation traces and record it with the policy.
+
+The deployed agent departs from the Crius guide only where it prefers its own action by at
+least δ logits (`crius_gym/rl/deviation.py` explains why and how δ is scored). This runs each
+candidate δ on the validation traces of every component of the policy's training mixture and
+of its validation scenarios — never on test or Arena traces — prints the table, writes it to
+--out as Markdown and CSV, and (unless --dry-run) stores the chosen δ in the policy's
+metadata.yaml, where `experiments/evaluate.py` reads it. `train_ppo.py` does the same at the
+end of every run; this script re-selects for an existing policy, e.g.
+
+    python experiments/select_guide_margin.py --policy results/reference_policy
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.cli import run_main
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.provenance import Provenance
+from crius_gym.rl.deviation import (
+    DEFAULT_MARGINS,
+    parse_margin,
+    record_selection,
+    select_guide_margin,
+    selection_scenarios,
+)
+from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.sim.scenario import load_scenario
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--policy",
+        required=True,
+        nargs="+",
+        help="run folders (results/policies/<run>, results/reference_policy); each is "
+        "selected on its own best_model.zip (else model.zip)",
+    )
+    p.add_argument(
+        "--traces", type=int, default=4, help="validation traces per scenario (default: 4)"
+    )
+    p.add_argument(
+        "--margins",
+        default=",".join("inf" if math.isinf(m) else f"{m:g}" for m in DEFAULT_MARGINS),
+        help="comma-separated candidate δ in logits ('inf' = the guide; default: %(default)s)",
+    )
+    p.add_argument(
+        "--scenarios",
+        nargs="*",
+        help="validation scenarios besides the training scenario's components (default: the "
+        "run's eval_scenarios from its config.yaml)",
+    )
+    p.add_argument("--out", default="results", help="where guide_margin.md/.csv go")
+    p.add_argument("--dry-run", action="store_true", help="print and write the table only")
+    return p.parse_args(argv)
+
+
+def _model_file(run_dir: Path) -> Path:
+    for name in ("best_model.zip", "model.zip"):
+        if (run_dir / name).is_file():
+            return run_dir / name
+    raise SystemExit(f"{run_dir}: no best_model.zip or model.zip")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    margins = [parse_margin(m) for m in args.margins.split(",")]
+    prov = Provenance.capture()
+    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    rows = []
+    for spec in args.policy:
+        run_dir = Path(spec)
+        path = _model_file(run_dir)
+        meta = read_metadata(path)
+        cfg = EnvConfig(**meta["env_config"])
+        training = load_scenario(meta["scenario"])
+        extra = args.scenarios
+        if extra is None:
+            conf = run_dir / "config.yaml"
+            saved = yaml.safe_load(conf.read_text()) or {} if conf.is_file() else {}
+            extra = list((saved.get("hyperparams") or {}).get("eval_scenarios") or [])
+        scenarios = selection_scenarios(training, extra)
+        model, _ = load_policy(path, CriusEnv(scenarios[0], cfg))
+        print(f"{run_dir}: {len(scenarios)} scenarios × {len(margins)} margins", flush=True)
+        t0 = time.perf_counter()
+        sel = select_guide_margin(
+            model, cfg, scenarios, args.traces, margins, log=lambda s: print(s, flush=True)
+        )
+        print(
+            f"{run_dir}: δ = {sel.guide_margin:g} (score {sel.scores[sel.guide_margin]:.4f}; "
+            f"δ=0: {sel.scores.get(0.0, math.nan):.4f}) in {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+        for (name, m), v in sel.per_scenario.items():
+            rows.append(
+                {"policy": run_dir.name, "scenario": name, "guide_margin": m, "jct_ratio": v}
+            )
+        for m, v in sel.scores.items():
+            rows.append(
+                {"policy": run_dir.name, "scenario": "(score)", "guide_margin": m, "jct_ratio": v}
+            )
+        if not args.dry_run:
+            record_selection(run_dir, sel, command)
+            print(f"recorded in {run_dir / 'metadata.yaml'}", flush=True)
+    df = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "guide_margin.csv") as tmp:
+        df.to_csv(tmp, index=False)
+    wide = df.pivot_table(
+        index=["policy", "scenario"], columns="guide_margin", values="jct_ratio", sort=False
+    )
+    wide.columns = [("δ=" + ("inf" if math.isinf(c) else f"{c:g}")) for c in wide.columns]
+    text = "\n".join(
+        [
+            "# Guide margin: validation JCT ratio to Crius by δ",
+            "",
+            prov.markdown(),
+            "",
+            f"Command: `{command}`. Validation traces only ({args.traces} per scenario); "
+            "`(score)` is the mean over scenarios, and the smallest δ within 0.002 of the best "
+            "score is chosen (crius_gym/rl/deviation.py).",
+            "",
+            wide.reset_index().to_markdown(index=False, floatfmt=".4f"),
+            "",
+        ]
+    )
+    atomic_write_text(out / "guide_margin.md", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    run_main(main)
