@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -67,6 +68,10 @@ def test_train_then_evaluate(tmp_path):
     assert meta["env_id"] == "crius_gym/Tiny-v4" and meta["timesteps"] >= 512
     assert "train_ppo.py" in meta["command"] and meta["git_revision"]
     assert list((tmp_path / "runs" / "r").rglob("events.out.tfevents.*"))
+    # The guide margin is chosen on validation at the end and recorded with the policy.
+    deploy = meta["deployment"]
+    assert deploy["guide_margin"] in (0.0, 1.0) and set(deploy["scores"]) == {"0.0", "1.0", "inf"}
+    assert deploy["scores"]["inf"] == 1.0
 
     res = tmp_path / "eval"
     out = run(
@@ -127,11 +132,20 @@ def test_train_then_evaluate(tmp_path):
         str(res),
         "--report-name",
         "t.md",
+        "--guide-margin",
+        "recorded",
+        "inf",
         "--no-progress",
     )
     assert out.returncode == 0, out.stderr
     text = (res / "t.md").read_text()
     assert "trace files" in text and "`mine` (2 jobs)" in text
+    # Each margin is a row; 'inf' is the guide, so its JCT is Crius's.
+    rows = pd.read_csv(res / "evaluation_tiny.csv")
+    jct = rows.groupby("policy")["avg_jct_s"].mean()
+    assert {"ppo:r", "ppo:r@inf", "crius"} <= set(jct.index)
+    assert jct["ppo:r@inf"] == pytest.approx(jct["crius"])
+    assert "guide margin" in text
     # Labels come from the run folder and file: the final model is a row of its own.
     assert "ppo:r/model" in (res / "n.md").read_text()
     out = run("experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res))

@@ -1,0 +1,87 @@
+"""The guide margin: the gate's rule, its selection on validation, and its plumbing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.errors import ConfigError
+from crius_gym.policies.registry import make_policy
+from crius_gym.rl.agent import GreedyActor, run_model
+from crius_gym.rl.deviation import (
+    deployed_margin,
+    parse_margin,
+    select_guide_margin,
+    selection_scenarios,
+)
+from crius_gym.rl.ppo import PPOHyperparams
+from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.sim.scenario import load_scenario
+from tests.rl.test_reference_policy import reference  # noqa: F401  (fixture)
+
+
+class _Fixed(GreedyActor):
+    """A GreedyActor whose logits are given (the gate's rule without a network)."""
+
+    def __init__(self, logits: np.ndarray, margin: float) -> None:  # noqa: D107
+        self._fixed = logits
+        self.guide_margin = margin
+        self.departures = self.kept = 0
+
+    def logits(self, obs):  # type: ignore[override]
+        return self._fixed
+
+
+@pytest.mark.parametrize(
+    ("margin", "guide", "expected"),
+    [
+        (0.0, 1, 0),  # no gate: the argmax
+        (0.4, 1, 1),  # prefers action 0 by 0.3 < 0.4: the guide's
+        (0.2, 1, 0),  # by 0.3 >= 0.2: its own
+        (math.inf, 2, 2),  # inf: always the guide
+        (0.4, 0, 0),  # agrees with the guide
+        (0.4, None, 0),  # no guide: the argmax
+    ],
+)
+def test_gate_departs_only_with_enough_preference(margin, guide, expected):
+    actor = _Fixed(np.array([1.3, 1.0, -2.0, 5.0]), margin)
+    mask = np.array([True, True, True, False])  # the masked action 3 never counts
+    assert actor({}, mask, guide) == expected
+
+
+def test_parse_margin_and_hyperparams_refuse_bad_values():
+    assert parse_margin("inf") == math.inf and parse_margin(0.5) == 0.5
+    with pytest.raises(ConfigError, match="not a number"):
+        parse_margin("wide")
+    with pytest.raises(ConfigError, match=">= 0"):
+        parse_margin(-1)
+    with pytest.raises(ConfigError, match="deploy_margins"):
+        PPOHyperparams(deploy_margins=(0.0, -0.5))
+    assert PPOHyperparams(deploy_margins=["inf", 1]).deploy_margins == (math.inf, 1.0)  # type: ignore[arg-type]
+    assert deployed_margin({}) == 0.0
+    assert deployed_margin({"deployment": {"guide_margin": "inf"}}) == math.inf
+
+
+def test_selection_scenarios_are_the_mixture_components_once():
+    names = [s.name for s in selection_scenarios(load_scenario("mix"), ["hetero-64", "tiny"])]
+    assert names[0] == "hetero-64" and names.count("hetero-64") == 1 and names[-1] == "tiny"
+    assert len(names) == len(load_scenario("mix").mix) + 1
+
+
+def test_infinite_margin_is_the_guide_and_selection_scores_it_one(reference):  # noqa: F811
+    meta = read_metadata(reference)
+    cfg = EnvConfig(**{**meta["env_config"], "max_decisions": 10**12})
+    sc = load_scenario("tiny")
+    model, _ = load_policy(reference, CriusEnv(sc, cfg))
+    trace = sc.synthetic_trace("val", 0)
+    guided, _ = run_model(model, CriusEnv(sc, cfg), trace, guide_margin=math.inf)
+    crius = sc.make_simulator().run(trace, make_policy("crius", scenario=sc), seed=0)
+    assert guided.summary.avg_jct_s == pytest.approx(crius.summary.avg_jct_s)
+    sel = select_guide_margin(model, cfg, [sc], traces=1, margins=[0.0, 1.0])
+    assert sel.scores[math.inf] == 1.0 and set(sel.scores) == {0.0, 1.0, math.inf}
+    assert sel.scores[sel.guide_margin] <= min(sel.scores.values()) + 0.002
+    assert sel.as_metadata("cmd")["guide_margin"] in (0.0, 1.0, "inf")
