@@ -27,7 +27,7 @@ from tests.rl.test_reference_policy import reference  # noqa: F401  (fixture)
 class _Fixed(GreedyActor):
     """A GreedyActor whose logits are given (the gate's rule without a network)."""
 
-    def __init__(self, logits: np.ndarray, margin: float) -> None:  # noqa: D107
+    def __init__(self, logits: np.ndarray, margin: float) -> None:
         self._fixed = logits
         self.guide_margin = margin
         self.departures = self.kept = 0
