@@ -121,8 +121,11 @@ def group_tables(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def scatter(df: pd.DataFrame, path: Path, caption: str) -> None:
+def scatter(df: pd.DataFrame, path: Path, caption: str) -> bool:
+    """Predicted against measured time (False, and no file, when no row has both)."""
     ok = df[df["error_pct"].notna()]
+    if ok.empty:
+        return False
     fig, ax = plt.subplots(figsize=(6.5, 6))
     markers = {"calibration": "o", "holdout": "^"}
     for (dataset, split), g in ok.groupby(["dataset", "split"]):
@@ -150,6 +153,7 @@ def scatter(df: pd.DataFrame, path: Path, caption: str) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+    return True
 
 
 def tuner_section(calibration: str | None, repeats: int) -> str:
@@ -226,6 +230,9 @@ def main() -> None:
     out = Path(args.out)
     print("loading measurements ...", flush=True)
     rows = load_measurements(args.measurements, args.data_dir)
+    if not rows:
+        where = ", ".join(map(str, args.measurements or [])) or "the default measurements"
+        raise SystemExit(f"{where}: no measurement rows (header only?)")
     frameworks = sorted({m.framework for m in rows})
     estimators = {
         f: Estimator(get_framework(f), get_calibration(f, args.calibration)) for f in frameworks
@@ -362,14 +369,19 @@ def main() -> None:
         "",
     ]
     sections.append(tuner_section(args.calibration, args.tuner_repeats))
-    sections += ["", "![predicted vs measured](estimator_validation_scatter.png)", ""]
-    scatter(df, out / "estimator_validation_scatter.png", prov.markdown().replace("`", ""))
+    plotted = scatter(
+        df, out / "estimator_validation_scatter.png", prov.markdown().replace("`", "")
+    )
+    if plotted:
+        sections += ["", "![predicted vs measured](estimator_validation_scatter.png)", ""]
+    else:
+        sections += ["", "No row has both a measured and a predicted time: no scatter plot.", ""]
     text = "\n".join(sections)
     atomic_write_text(out / "estimator_validation.md", text)
     print(text)
     print(
-        f"\nwrote {out / 'estimator_validation.md'}, {out / 'estimator_validation_rows.csv'}, "
-        f"{out / 'estimator_validation_scatter.png'}"
+        f"\nwrote {out / 'estimator_validation.md'}, {out / 'estimator_validation_rows.csv'}"
+        + (f", {out / 'estimator_validation_scatter.png'}" if plotted else "")
     )
     if not all(verdicts):
         print("note: at least one accuracy target is missed; the report says by how much")

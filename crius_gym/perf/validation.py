@@ -28,6 +28,10 @@ def prediction_table(
     records = []
     for m in measurements:
         rec: dict[str, object] = dict(m.raw)
+        # The parsed values, not the raw cells: a blank or absent optional column has a
+        # documented default (status ok, split holdout) that every table groups by.
+        rec["status"] = m.status
+        rec["split"] = m.split
         best = predict(estimators[m.framework], m)
         rec["num_gpus"] = m.num_gpus
         rec["multi_node"] = m.multi_node

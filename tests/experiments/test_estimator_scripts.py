@@ -111,3 +111,44 @@ def test_malformed_measurements_give_a_clear_error(tmp_path):
     )
     assert out.returncode != 0
     assert "line 2" in out.stderr and "gpus_per_node" in out.stderr
+
+
+def test_validate_without_optional_columns(tmp_path):
+    """Only the required columns (no split, status or plan columns): rows count as holdout."""
+    import csv
+
+    rows = [
+        {**ROW, "num_nodes": str(n), "gpus_per_node": "2", "measured_iter_time_s": str(t)}
+        for n, t in ((1, 7.5), (2, 4.5), (4, 3.2))
+    ]
+    bare = tmp_path / "bare.csv"
+    with bare.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = tmp_path / "res"
+    out = run("experiments/validate_estimator.py", "--measurements", str(bare), "--out", str(res))
+    assert out.returncode == 0, out.stderr
+    report = (res / "estimator_validation.md").read_text()
+    assert "**holdout rows**" in report and (res / "estimator_validation_scatter.png").is_file()
+    # Header only: a clear message naming the file, no traceback.
+    empty = tmp_path / "empty.csv"
+    empty.write_text(bare.read_text().splitlines()[0] + "\n")
+    out = run("experiments/validate_estimator.py", "--measurements", str(empty), "--out", str(res))
+    assert (
+        out.returncode != 0
+        and "no measurement rows" in out.stderr
+        and "Traceback" not in out.stderr
+    )
+    # Every row OOM: the report is written without a scatter plot.
+    oom = tmp_path / "oom.csv"
+    write_measurements_csv([{**ROW, "num_nodes": "1", "gpus_per_node": "1", "status": "oom"}], oom)
+    out = run(
+        "experiments/validate_estimator.py",
+        "--measurements",
+        str(oom),
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "no scatter plot" in (tmp_path / "o" / "estimator_validation.md").read_text()
