@@ -209,8 +209,8 @@ def _deployment(meta: dict[str, Any]) -> str:
         f" Deployed with guide margin δ = {block.get('guide_margin')} (departs from Crius only "
         f"where it prefers its own action by ≥ δ logits), chosen on validation traces "
         f"({', '.join(f'{k}: {v}' for k, v in (block.get('validation_traces') or {}).items())}):"
-        f" mean JCT ratio to Crius {scores.get(str(block.get('guide_margin')), '?')} against "
-        f"{scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
+        f" {block.get('score', 'score')}: {scores.get(str(block.get('guide_margin')), '?')} "
+        f"against {scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
     )
 
 

@@ -32,6 +32,7 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import (
     DEFAULT_MARGINS,
+    SCORES,
     parse_margin,
     record_selection,
     select_guide_margin,
@@ -65,6 +66,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="*",
         help="validation scenarios besides the training scenario's components (default: the "
         "run's eval_scenarios from its config.yaml)",
+    )
+    p.add_argument(
+        "--score",
+        choices=SCORES,
+        default="worst",
+        help="combine the scenarios' mean JCT ratios by their worst (default) or their mean",
     )
     p.add_argument("--out", default="results", help="where guide_margin.md/.csv go")
     p.add_argument("--dry-run", action="store_true", help="print and write the table only")
@@ -101,7 +108,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{run_dir}: {len(scenarios)} scenarios × {len(margins)} margins", flush=True)
         t0 = time.perf_counter()
         sel = select_guide_margin(
-            model, cfg, scenarios, args.traces, margins, log=lambda s: print(s, flush=True)
+            model,
+            cfg,
+            scenarios,
+            args.traces,
+            margins,
+            log=lambda s: print(s, flush=True),
+            score=args.score,
         )
         print(
             f"{run_dir}: δ = {sel.guide_margin:g} (score {sel.scores[sel.guide_margin]:.4f}; "
@@ -135,8 +148,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             prov.markdown(),
             "",
             f"Command: `{command}`. Validation traces only ({args.traces} per scenario); "
-            "`(score)` is the mean over scenarios, and the smallest δ within 0.002 of the best "
-            "score is chosen (crius_gym/rl/deviation.py).",
+            f"`(score)` is the {args.score} over scenarios, and the smallest δ within 0.002 of "
+            "the best score is chosen (crius_gym/rl/deviation.py).",
             "",
             wide.reset_index().to_markdown(index=False, floatfmt=".4f"),
             "",

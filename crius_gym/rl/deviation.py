@@ -11,9 +11,11 @@ agent therefore takes its own action only where it prefers it by at least δ log
 * the selection scenarios are every component of the training mixture (or the training
   scenario) and every validation scenario, each with its first ``traces`` validation traces
   (synthetic; no test or Arena trace);
-* each candidate δ is scored by the mean over scenarios of the mean per-trace ratio of the
-  agent's average JCT to its guide's (Crius's run through the same env), so a scenario with
-  many validation traces does not outweigh the others;
+* each scenario's figure is the mean per-trace ratio of the agent's average JCT to its guide's
+  (Crius's run through the same env); a candidate δ is scored by the **worst** scenario's
+  figure (``score="worst"``, the default: the targets are per trace, so the agent must not lose
+  anywhere to win elsewhere) or by the mean over scenarios (``score="mean"``, so a scenario
+  with many validation traces does not outweigh the others);
 * the smallest δ within ``tolerance`` of the best score wins (the least conservative of the
   equally good: the agent keeps as much of what it learnt as validation allows).
 
@@ -42,6 +44,9 @@ from crius_gym.rl.agent import run_model
 from crius_gym.rl.saved import METADATA_FILE
 from crius_gym.sim.scenario import Scenario, load_scenario
 
+#: How a candidate's per-scenario figures are combined into its score.
+SCORES = ("worst", "mean")
+
 #: The default candidates (logits); inf = always the guide.
 DEFAULT_MARGINS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, math.inf)
 
@@ -52,12 +57,14 @@ class MarginSelection:
 
     Attributes:
         guide_margin: the chosen δ (logits).
-        scores: δ → mean over scenarios of the mean JCT ratio to the guide.
+        score: how scenarios were combined (``worst`` or ``mean``).
+        scores: δ → the combined JCT ratio to the guide.
         per_scenario: (scenario, δ) → mean JCT ratio to the guide on its traces.
         traces: scenario → validation traces used.
     """
 
     guide_margin: float
+    score: str
     scores: dict[float, float]
     per_scenario: dict[tuple[str, float], float]
     traces: dict[str, int]
@@ -67,7 +74,7 @@ class MarginSelection:
         return {
             "guide_margin": _num(self.guide_margin),
             "selected_by": command,
-            "score": "mean over scenarios of the mean validation JCT ratio to the guide",
+            "score": f"{self.score} over scenarios of the mean validation JCT ratio to the guide",
             "validation_traces": dict(self.traces),
             "scores": {str(_num(m)): round(v, 4) for m, v in self.scores.items()},
             "per_scenario": {
@@ -114,6 +121,7 @@ def select_guide_margin(
     margins: Sequence[float] = DEFAULT_MARGINS,
     tolerance: float = 0.002,
     log: Callable[[str], None] | None = None,
+    score: str = "worst",
 ) -> MarginSelection:
     """Score each candidate δ on validation traces and choose one (see the module docstring).
 
@@ -125,10 +133,13 @@ def select_guide_margin(
         margins: candidate δ values (logits, >= 0; ``inf`` = the guide).
         tolerance: a δ within this much of the best score counts as equally good.
         log: progress lines (one per scenario and δ).
+        score: ``worst`` (max over scenarios) or ``mean`` (mean over scenarios).
 
     Raises:
-        ConfigError: the env has no guide, or no candidates.
+        ConfigError: the env has no guide, or an unknown ``score``.
     """
+    if score not in SCORES:
+        raise ConfigError(f"score {score!r} not in {', '.join(SCORES)}")
     if env_config.guide is None:
         raise ConfigError("guide_margin needs an env with a guide")
     cands = sorted({parse_margin(m) for m in margins} | {math.inf})
@@ -149,10 +160,11 @@ def select_guide_margin(
             per[(sc.name, m)] = float(np.mean(ratios)) if ratios else math.nan
             if log:
                 log(f"  {sc.name}: δ={_num(m)} → {per[(sc.name, m)]:.4f}× the guide")
-    scores = {m: float(np.nanmean([per[(sc.name, m)] for sc in scenarios])) for m in cands}
+    combine = np.nanmax if score == "worst" else np.nanmean
+    scores = {m: float(combine([per[(sc.name, m)] for sc in scenarios])) for m in cands}
     best = min(scores.values())
     chosen = min(m for m, v in scores.items() if v <= best + tolerance)
-    return MarginSelection(chosen, scores, per, used)
+    return MarginSelection(chosen, score, scores, per, used)
 
 
 def deployed_margin(meta: dict[str, Any]) -> float:

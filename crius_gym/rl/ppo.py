@@ -70,6 +70,7 @@ class PPOHyperparams:
     checkpoint_freq: int = 20_000
     deploy_margins: tuple[float, ...] = ()
     deploy_traces: int = 4
+    deploy_score: Literal["worst", "mean"] = "worst"
     env: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -134,6 +135,8 @@ class PPOHyperparams:
         if any(not m >= 0 for m in parsed):
             raise ConfigError(f"deploy_margins must be >= 0, got {margins!r}")
         object.__setattr__(self, "deploy_margins", parsed)
+        if self.deploy_score not in ("worst", "mean"):
+            raise ConfigError(f"deploy_score must be worst or mean, got {self.deploy_score!r}")
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:
             raise ConfigError("gamma and gae_lambda must be in (0, 1]")
         learning_rate_schedule(self.learning_rate)  # validates "lin_<rate>"

@@ -256,6 +256,7 @@ def _select_deployment(
         selection_scenarios(scenario, hp.eval_scenarios),
         hp.deploy_traces,
         hp.deploy_margins,
+        score=hp.deploy_score,
     )
     log(
         f"guide margin {sel.guide_margin:g}: validation JCT {sel.scores[sel.guide_margin]:.3f}x "

@@ -61,6 +61,8 @@ def test_parse_margin_and_hyperparams_refuse_bad_values():
         parse_margin(-1)
     with pytest.raises(ConfigError, match="deploy_margins"):
         PPOHyperparams(deploy_margins=(0.0, -0.5))
+    with pytest.raises(ConfigError, match="deploy_score"):
+        PPOHyperparams(deploy_score="median")  # type: ignore[arg-type]
     assert PPOHyperparams(deploy_margins=["inf", 1]).deploy_margins == (math.inf, 1.0)  # type: ignore[arg-type]
     assert deployed_margin({}) == 0.0
     assert deployed_margin({"deployment": {"guide_margin": "inf"}}) == math.inf
@@ -85,3 +87,6 @@ def test_infinite_margin_is_the_guide_and_selection_scores_it_one(reference):  #
     assert sel.scores[math.inf] == 1.0 and set(sel.scores) == {0.0, 1.0, math.inf}
     assert sel.scores[sel.guide_margin] <= min(sel.scores.values()) + 0.002
     assert sel.as_metadata("cmd")["guide_margin"] in (0.0, 1.0, "inf")
+    assert sel.score == "worst" and "worst" in sel.as_metadata("cmd")["score"]
+    with pytest.raises(ConfigError, match="score"):
+        select_guide_margin(model, cfg, [sc], traces=1, margins=[0.0], score="median")
