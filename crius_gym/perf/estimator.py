@@ -13,8 +13,10 @@ Computation and communication are priced separately (DESIGN §3, ``notes/estimat
   step's memory traffic;
 * memory per GPU: model states (weights, gradients, optimizer states, the latter split over data
   parallelism when the framework shards them) + activations of the microbatches in flight
-  (1F1B: ``p − i`` at stage i; recomputation keeps only cluster inputs plus one cluster's working
-  set) + framework overhead; a plan is infeasible above the framework's usable fraction.
+  (1F1B: ``p − i`` at stage i; Korthikanti et al. 2022 per recomputation mode and sequence
+  parallelism, :func:`stored_activation_bytes`; full recomputation keeps only cluster inputs
+  plus one cluster's working set) + framework overhead; a plan is infeasible above the
+  framework's usable fraction.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ from crius_gym.perf.calibration import Calibration
 from crius_gym.perf.cell import Cell, CellEstimate
 from crius_gym.perf.framework import FrameworkProfile
 from crius_gym.perf.layers import LayerCost, ModelCosts, model_costs
-from crius_gym.perf.plan import Breakdown, Layout, Plan, PlanConstraints, PlanEstimate
+from crius_gym.perf.plan import (
+    Breakdown,
+    Layout,
+    Plan,
+    PlanConstraints,
+    PlanEstimate,
+    Recompute,
+)
 from crius_gym.workload.models import ModelSpec, MoESpec, TransformerSpec
 
 #: Bytes of memory traffic per locally held parameter in one optimizer step.
@@ -63,6 +72,9 @@ class StageCosts:
         clusters_ws: (fixed, TP-split) activation bytes of each cluster: the working set while
             one cluster is recomputed.
         layers: transformer/conv layers in the stage (for interleaving).
+        flops_core: attention-core FLOPs (re-run under selective recomputation).
+        act_core: attention-core activation bytes (not kept under selective recomputation;
+            part of ``act_tp``).
     """
 
     flops_rc: float
@@ -79,6 +91,28 @@ class StageCosts:
     ckpt_bytes: float
     clusters_ws: tuple[tuple[float, float], ...]
     layers: int
+    flops_core: float = 0.0
+    act_core: float = 0.0
+
+
+def stored_activation_bytes(
+    st: StageCosts, tensor: int, recompute: Recompute, sequence_parallel: bool
+) -> float:
+    """Activation bytes per sample a stage keeps for its backward pass, per GPU and microbatch.
+
+    Korthikanti et al. 2022 (arXiv 2205.05198, Table 2), per transformer layer in 16-bit:
+    ``s·h·(10 + 24/t + 5·a·s/(h·t))`` with tensor parallelism t; sequence parallelism also
+    splits the ``10·s·h`` outside the tensor-parallel regions (``s·h·(34 + 5·a·s/h)/t``);
+    selective recomputation drops the attention core's ``5·a·s²`` (``34·s·h/t`` with both);
+    full recomputation keeps only each recomputation cluster's input (``2·s·h`` per layer when
+    every layer is a cluster, ``/t`` with sequence parallelism) — its working set while a
+    cluster is re-run is added by the caller.
+    """
+    sp = tensor if sequence_parallel else 1
+    if recompute == "full":
+        return st.ckpt_bytes / sp
+    tp = st.act_tp - (st.act_core if recompute == "selective" else 0.0)
+    return st.act_fixed / sp + tp / tensor
 
 
 def _cluster_layers(layers: tuple[LayerCost, ...], count: int) -> list[list[LayerCost]]:
@@ -149,6 +183,8 @@ def _aggregate(clusters: list[list[LayerCost]], prev_out: float, nbytes: int) ->
         ckpt_bytes=ckpt,
         clusters_ws=tuple(ws),
         layers=sum(1 for x in layers if x.kind in ("gemm", "conv")),
+        flops_core=sum(x.core_flops for x in layers),
+        act_core=sum(x.core_act_bytes for x in layers),
     )
 
 
@@ -258,7 +294,10 @@ class Estimator:
                     for v in fw.interleave_options:
                         if v > 1 and (stages == 1 or m % stages):
                             continue
-                        yield Plan(stages, d, t, m, rc, v)
+                        for sp in fw.sequence_parallel_options:
+                            if sp and t == 1:
+                                continue
+                            yield Plan(stages, d, t, m, rc, v, sp)
             t *= 2
 
     def _microbatching(self, global_batch: int, data: int) -> Iterator[tuple[int, float]]:
@@ -294,6 +333,7 @@ class Estimator:
         nbytes = costs.dtype_bytes
         p, d, t, m, v = plan.pipeline, plan.data, plan.tensor, plan.microbatches, plan.interleave
         rc = plan.recompute == "full"
+        selective = plan.recompute == "selective"
         q = d * t
         g = layout.gpus_per_node
         b = global_batch / (m * d)  # samples per replica per microbatch
@@ -322,6 +362,8 @@ class Estimator:
         mem_max = 0.0
         for i, st in enumerate(stages):
             flops = (passes * st.flops_rc + 3.0 * st.flops_norc) * b / t
+            if selective:  # the attention core runs once more, before its backward
+                flops += st.flops_core * b / t
             work_gflop = flops / 1e9 / work_scale
             if per_layer_work:
                 work_gflop /= max(1, st.layers)
@@ -372,12 +414,11 @@ class Estimator:
             inflight = float(min(m, p - i))
             if v > 1:
                 inflight *= 1 + (p - 1) / (p * v)
-            if rc:
-                acts = st.ckpt_bytes * b * inflight + b * max(
-                    (fx + tp / t for fx, tp in st.clusters_ws), default=0.0
-                )
-            else:
-                acts = (st.act_fixed + st.act_tp / t) * b * inflight
+            acts = stored_activation_bytes(st, t, plan.recompute, plan.sequence_parallel) * b
+            acts *= inflight
+            if rc:  # one cluster's activations while it is re-run
+                sp = t if plan.sequence_parallel else 1
+                acts += b * max((fx / sp + tp / t for fx, tp in st.clusters_ws), default=0.0)
             mem_max = max(mem_max, states + acts)
 
         t_max = max(times)

@@ -32,6 +32,7 @@ def constraints_of(m: Measurement) -> PlanConstraints:
         microbatch_size=m.microbatch_size,
         recompute=m.recompute,
         interleave=m.interleave,
+        sequence_parallel=m.sequence_parallel,
     )
 
 

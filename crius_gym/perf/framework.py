@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
-from crius_gym.perf.plan import Recompute
+from crius_gym.perf.plan import RECOMPUTE_MODES, Recompute
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class FrameworkProfile:
         microbatch_sizes: per-replica microbatch sizes searched when ``microbatches`` is None.
         recompute_options: activation recomputation modes the plan search tries.
         interleave_options: interleaved-pipeline degrees the plan search tries.
+        sequence_parallel_options: sequence parallelism on/off options the plan search tries
+            (with tensor parallelism only).
         shard_optimizer: optimizer states are split over data parallelism (ZeRO-1-like).
         fp32_main_grads: gradients are accumulated in fp32 (4 bytes/param) for 16-bit models.
         usable_memory_fraction: fraction of device memory a plan may use.
@@ -51,6 +53,7 @@ class FrameworkProfile:
     layer_clusters: Mapping[str, int] = field(default_factory=dict)
     dp_overlap: float = 0.0
     efficiency_work: Literal["stage", "layer"] = "stage"
+    sequence_parallel_options: tuple[bool, ...] = (False,)
 
     def __post_init__(self) -> None:
         if self.microbatches is None and not self.microbatch_sizes:
@@ -59,6 +62,12 @@ class FrameworkProfile:
             raise ConfigError(f"framework {self.name}: usable_memory_fraction must be in (0, 1]")
         if not self.recompute_options or not self.interleave_options:
             raise ConfigError(f"framework {self.name}: recompute and interleave options needed")
+        bad = [r for r in self.recompute_options if r not in RECOMPUTE_MODES]
+        if bad:
+            known = ", ".join(RECOMPUTE_MODES)
+            raise ConfigError(f"framework {self.name}: recompute options {bad} not in {known}")
+        if not self.sequence_parallel_options:
+            raise ConfigError(f"framework {self.name}: sequence_parallel_options needed")
         if self.partition not in ("balanced", "even_layers"):
             raise ConfigError(f"framework {self.name}: partition must be balanced or even_layers")
         if self.efficiency_work not in ("stage", "layer"):
@@ -86,6 +95,9 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         layer_clusters={str(k): int(v) for k, v in (entry.get("layer_clusters") or {}).items()},
         dp_overlap=float(entry.get("dp_overlap", 0.0)),
         efficiency_work=entry.get("efficiency_work", "stage"),
+        sequence_parallel_options=tuple(
+            bool(x) for x in entry.get("sequence_parallel_options", [False])
+        ),
     )
 
 

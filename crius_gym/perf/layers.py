@@ -53,6 +53,11 @@ class LayerCost:
         a2a_elems: elements per sample of each all-to-all (MoE dispatch/combine).
         a2a_count: all-to-alls in the forward pass.
         recomputed: re-run in the backward pass under activation recomputation.
+        core_flops: forward FLOPs per sample of the attention core (QKᵀ and attention over V),
+            what selective recomputation re-runs.
+        core_act_bytes: activation bytes per sample of the attention core (softmax output, its
+            dropout mask and output: 5·a·s² in 16-bit), what selective recomputation does not
+            keep; part of ``act_tp_bytes``.
     """
 
     name: str
@@ -68,6 +73,8 @@ class LayerCost:
     a2a_elems: float = 0.0
     a2a_count: int = 0
     recomputed: bool = True
+    core_flops: float = 0.0
+    core_act_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -124,11 +131,13 @@ def _transformer_layer(
     ffn_mats = 3 if gated else 2
     ffn_params = ffn_mats * h * ffn + ((ffn + h) if bias else 0)
     norm_params = 4 * h
-    attn_flops = 2 * s * (2 * h * h + 2 * h * h_kv) + 4 * s * s * h
+    core_flops = 4 * s * s * h
+    attn_flops = 2 * s * (2 * h * h + 2 * h * h_kv) + core_flops
     # Korthikanti Table 2 (16-bit): 10·sh not split by TP; attention 8·sh + 5·a·s² and MLP
     # 16·sh split by TP (MLP scaled by the FFN width relative to 4h).  fp32 doubles everything.
     scale = nbytes / 2
     act_fixed = 10 * s * h * scale
+    core_act = 5 * a * s * s * scale
     if expert_count:
         gate_params = h * expert_count
         expert_params = expert_count * ffn_params
@@ -148,6 +157,8 @@ def _transformer_layer(
             tp_allreduces=1,  # attention output; the expert FFN is expert-parallel, not TP
             a2a_elems=s * h * top_k,
             a2a_count=2,
+            core_flops=core_flops,
+            core_act_bytes=core_act,
         )
     act_tp = (8 * s * h + 5 * a * s * s + 16 * s * h * ffn / (4 * h)) * scale
     return LayerCost(
@@ -160,6 +171,8 @@ def _transformer_layer(
         act_tp_bytes=act_tp,
         tp_allreduce_elems=s * h,
         tp_allreduces=2,
+        core_flops=core_flops,
+        core_act_bytes=core_act,
     )
 
 

@@ -16,10 +16,11 @@ global_batch              samples per iteration (required)
 gpu_type                  GPU catalogue name or alias (required)
 num_nodes, gpus_per_node  layout (required)
 tensor_parallel,          plan columns; blank = searched by the estimator inside the Cell
-pipeline_parallel,
-microbatch_size,
-activation_recompute,
-interleave
+pipeline_parallel,        (``activation_recompute``: ``none``, ``selective`` or ``full``, with
+microbatch_size,          ``true``/``false`` as aliases of ``full``/``none``;
+activation_recompute,     ``sequence_parallel``: ``true``/``false``)
+interleave,
+sequence_parallel
 framework                 ``alpa`` or ``megatron`` (required)
 measured_iter_time_s      seconds; blank when status is ``oom`` or ``failed``
 status                    ``ok``, ``oom`` or ``failed`` (blank = ``ok``)
@@ -65,6 +66,7 @@ PLAN_COLUMNS = (
     "microbatch_size",
     "activation_recompute",
     "interleave",
+    "sequence_parallel",
 )
 COLUMNS = (
     "model_family",
@@ -115,6 +117,7 @@ class Measurement:
         microbatch_size: fixed per-replica microbatch size or None.
         recompute: fixed recomputation mode or None.
         interleave: fixed interleaving degree or None.
+        sequence_parallel: fixed sequence parallelism or None.
         measured_s: measured iteration time, seconds (None when not ``ok``).
         status: ``ok``, ``oom`` or ``failed``.
         split: ``calibration`` or ``holdout``.
@@ -137,6 +140,7 @@ class Measurement:
     microbatch_size: int | None
     recompute: Recompute | None
     interleave: int | None
+    sequence_parallel: bool | None
     measured_s: float | None
     status: Status
     split: Split
@@ -254,9 +258,26 @@ def parse_measurement_row(
         recompute = "full"
     elif rc_raw in ("0", "false", "none", "no"):
         recompute = "none"
+    elif rc_raw == "selective":
+        recompute = "selective"
     else:
         raise InputFileError(
-            path, f"{rc_raw!r} is not true/false", row=line, field="activation_recompute"
+            path,
+            f"{rc_raw!r} is not none, selective or full (or true/false for full/none)",
+            row=line,
+            field="activation_recompute",
+        )
+    sp_raw = (row.get("sequence_parallel") or "").strip().lower()
+    sequence_parallel: bool | None
+    if sp_raw == "":
+        sequence_parallel = None
+    elif sp_raw in ("1", "true", "yes"):
+        sequence_parallel = True
+    elif sp_raw in ("0", "false", "no"):
+        sequence_parallel = False
+    else:
+        raise InputFileError(
+            path, f"{sp_raw!r} is not true/false", row=line, field="sequence_parallel"
         )
     split_raw = (row.get("split") or "holdout").strip().lower()
     if split_raw not in ("calibration", "holdout"):
@@ -287,6 +308,7 @@ def parse_measurement_row(
         microbatch_size=_opt_int(row, "microbatch_size", path, line),
         recompute=recompute,
         interleave=_opt_int(row, "interleave", path, line),
+        sequence_parallel=sequence_parallel,
         measured_s=measured,
         status=status,
         split=split_raw,  # type: ignore[arg-type]
@@ -403,8 +425,9 @@ def convert_megatron_table1(
     """Rows of Megatron-LM Table 1 (``megatron_table1.csv``) in the schema.
 
     The iteration time is the file's ``iter_time_s_derived`` (Eq. 3 FLOPs / achieved FLOP/s).
-    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation; the
-    microbatch size and interleaving are not published and are searched.  Split: the first
+    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation and no
+    sequence parallelism (it came a year later); the microbatch size and interleaving are not
+    published and are searched.  Split: the first
     ``calibration_rows`` rows (1.7B–39.1B) calibrate, the rest are held out.
     """
     out = []
@@ -427,6 +450,7 @@ def convert_megatron_table1(
                 "tensor_parallel": r["tensor_parallel"],
                 "pipeline_parallel": r["pipeline_parallel"],
                 "activation_recompute": "true",
+                "sequence_parallel": "false",
                 "framework": "megatron",
                 "measured_iter_time_s": r["iter_time_s_derived"],
                 "status": "ok",

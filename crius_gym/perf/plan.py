@@ -7,7 +7,11 @@ from typing import Literal
 
 from crius_gym.errors import ConfigError
 
-Recompute = Literal["none", "full"]
+Recompute = Literal["none", "selective", "full"]
+
+#: The recomputation modes (Korthikanti et al. 2022): keep every activation, recompute only the
+#: attention core (softmax, dropout, attention over V), or keep only each layer's input.
+RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 @dataclass(frozen=True, order=True)
@@ -40,8 +44,12 @@ class Plan:
         tensor: tensor-parallel degree t per stage (inside a node).
         microbatches: microbatches per iteration m (each of ``global_batch / (m·d)`` samples per
             data-parallel replica).
-        recompute: ``full`` activation recomputation or ``none``.
+        recompute: activation recomputation: ``none``, ``selective`` (the attention core only)
+            or ``full`` (each layer's input is kept, the layer re-run in the backward pass).
         interleave: virtual stages per GPU (interleaved 1F1B); 1 = plain 1F1B.
+        sequence_parallel: the activations outside the tensor-parallel regions (layer norms,
+            dropouts) are split over the tensor-parallel GPUs along the sequence (Korthikanti
+            et al. 2022, §4.2.2); needs ``tensor`` > 1.
     """
 
     pipeline: int
@@ -50,13 +58,16 @@ class Plan:
     microbatches: int
     recompute: Recompute = "full"
     interleave: int = 1
+    sequence_parallel: bool = False
 
     def __post_init__(self) -> None:
         for name in ("pipeline", "data", "tensor", "microbatches", "interleave"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"plan {self}: {name} must be >= 1")
-        if self.recompute not in ("none", "full"):
-            raise ConfigError(f"plan {self}: recompute must be 'none' or 'full'")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ConfigError(f"plan {self}: recompute must be one of {', '.join(RECOMPUTE_MODES)}")
+        if self.sequence_parallel and self.tensor < 2:
+            raise ConfigError(f"plan {self}: sequence parallelism needs tensor parallelism")
 
     @property
     def num_gpus(self) -> int:
@@ -64,9 +75,10 @@ class Plan:
         return self.pipeline * self.data * self.tensor
 
     def __str__(self) -> str:
-        rc = "rc" if self.recompute == "full" else "norc"
+        rc = {"full": "rc", "selective": "sel", "none": "norc"}[self.recompute]
         v = f"v{self.interleave}" if self.interleave > 1 else ""
-        return f"p{self.pipeline}d{self.data}t{self.tensor}m{self.microbatches}{rc}{v}"
+        sp = "sp" if self.sequence_parallel else ""
+        return f"p{self.pipeline}d{self.data}t{self.tensor}m{self.microbatches}{rc}{v}{sp}"
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,7 @@ class PlanConstraints:
     microbatch_size: int | None = None
     recompute: Recompute | None = None
     interleave: int | None = None
+    sequence_parallel: bool | None = None
 
     def admits(self, plan: Plan, global_batch: int) -> bool:
         """Whether ``plan`` satisfies every given restriction."""
@@ -152,6 +165,8 @@ class PlanConstraints:
         if self.recompute is not None and plan.recompute != self.recompute:
             return False
         if self.interleave is not None and plan.interleave != self.interleave:
+            return False
+        if self.sequence_parallel is not None and plan.sequence_parallel != self.sequence_parallel:
             return False
         if self.microbatch_size is not None:
             per_replica = global_batch / (plan.microbatches * plan.data)

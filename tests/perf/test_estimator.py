@@ -120,7 +120,9 @@ def test_plan_space_respects_cell_rules(alpa, megatron):
     assert all(p.microbatches == 16 for p in plans)  # Alpa runs 16 microbatches
     assert not list(alpa.plans(m, 256, Layout(2, 4), 3, 4))  # stages must divide the GPUs
     mp = list(megatron.plans(CAT.get("gpt-1.7b"), 512, Layout(4, 8), 1, 8))
-    assert {p.recompute for p in mp} == {"full", "none"}
+    assert {p.recompute for p in mp} == {"full", "selective", "none"}
+    assert {p.sequence_parallel for p in mp} == {False, True}
+    assert all(p.tensor > 1 for p in mp if p.sequence_parallel)
     assert all(512 % (p.data * p.microbatches) == 0 for p in mp)
 
 
