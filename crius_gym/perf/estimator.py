@@ -12,7 +12,7 @@ Computation and communication are priced separately (DESIGN §3, ``notes/estimat
   the stage's gradients over the slowest link of its data-parallel group, OPT_i the optimizer
   step's memory traffic;
 * memory per GPU: model states (weights, gradients, optimizer states, the latter split over data
-  parallelism when the framework shards them) + activations of the microbatches in flight
+  parallelism with the plan's distributed optimizer) + activations of the microbatches in flight
   (1F1B: ``p − i`` at stage i; Korthikanti et al. 2022 per recomputation mode and sequence
   parallelism, :func:`stored_activation_bytes`; full recomputation keeps only cluster inputs
   plus one cluster's working set) + framework overhead; a plan is infeasible above the
@@ -297,7 +297,10 @@ class Estimator:
                         for sp in fw.sequence_parallel_options:
                             if sp and t == 1:
                                 continue
-                            yield Plan(stages, d, t, m, rc, v, sp)
+                            for do in fw.distributed_optimizer_options:
+                                if do and d == 1 and len(fw.distributed_optimizer_options) > 1:
+                                    continue  # nothing to shard over: the same plan twice
+                                yield Plan(stages, d, t, m, rc, v, sp, do)
             t *= 2
 
     def _microbatching(self, global_batch: int, data: int) -> Iterator[tuple[int, float]]:
@@ -401,14 +404,15 @@ class Estimator:
                 bw = bw_intra if stage_in_node else bw_node / gpus_of_stage_per_node
                 sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw
                 sync *= 1.0 - fw.dp_overlap
-            opt_params = local_params / (d if fw.shard_optimizer else 1) + st.expert_params / q
+            shard = d if plan.distributed_optimizer else 1
+            opt_params = local_params / shard + st.expert_params / q
             opt = opt_params * opt_step / hbm
             if sync + opt > sync_opt:
                 sync_opt, sync_part, opt_part = sync + opt, sync, opt
 
             states = (
                 local_params * (nbytes + grad_bytes)
-                + local_params * opt_bytes / (d if fw.shard_optimizer else 1)
+                + local_params * opt_bytes / shard
                 + st.expert_params / q * (nbytes + grad_bytes + opt_bytes)
             )
             inflight = float(min(m, p - i))

@@ -33,6 +33,7 @@ def constraints_of(m: Measurement) -> PlanConstraints:
         recompute=m.recompute,
         interleave=m.interleave,
         sequence_parallel=m.sequence_parallel,
+        distributed_optimizer=m.distributed_optimizer,
     )
 
 

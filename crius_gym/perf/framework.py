@@ -26,7 +26,9 @@ class FrameworkProfile:
         interleave_options: interleaved-pipeline degrees the plan search tries.
         sequence_parallel_options: sequence parallelism on/off options the plan search tries
             (with tensor parallelism only).
-        shard_optimizer: optimizer states are split over data parallelism (ZeRO-1-like).
+        distributed_optimizer_options: whether optimizer states are split over the
+            data-parallel ranks (Megatron-LM's distributed optimizer, ZeRO-1-like), as the plan
+            search tries it: Alpa always shards them (``prefer_reduce_scatter``).
         fp32_main_grads: gradients are accumulated in fp32 (4 bytes/param) for 16-bit models.
         usable_memory_fraction: fraction of device memory a plan may use.
         memory_overhead_gb: framework/context memory per GPU, GB.
@@ -45,7 +47,7 @@ class FrameworkProfile:
     microbatch_sizes: tuple[int, ...]
     recompute_options: tuple[Recompute, ...]
     interleave_options: tuple[int, ...]
-    shard_optimizer: bool
+    distributed_optimizer_options: tuple[bool, ...]
     fp32_main_grads: bool
     usable_memory_fraction: float
     memory_overhead_gb: float
@@ -66,8 +68,11 @@ class FrameworkProfile:
         if bad:
             known = ", ".join(RECOMPUTE_MODES)
             raise ConfigError(f"framework {self.name}: recompute options {bad} not in {known}")
-        if not self.sequence_parallel_options:
-            raise ConfigError(f"framework {self.name}: sequence_parallel_options needed")
+        if not self.sequence_parallel_options or not self.distributed_optimizer_options:
+            raise ConfigError(
+                f"framework {self.name}: sequence_parallel_options and "
+                "distributed_optimizer_options needed"
+            )
         if self.partition not in ("balanced", "even_layers"):
             raise ConfigError(f"framework {self.name}: partition must be balanced or even_layers")
         if self.efficiency_work not in ("stage", "layer"):
@@ -87,7 +92,9 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         microbatch_sizes=tuple(int(x) for x in entry.get("microbatch_sizes") or ()),
         recompute_options=tuple(entry["recompute_options"]),
         interleave_options=tuple(int(x) for x in entry["interleave_options"]),
-        shard_optimizer=bool(entry["shard_optimizer"]),
+        distributed_optimizer_options=tuple(
+            bool(x) for x in entry["distributed_optimizer_options"]
+        ),
         fp32_main_grads=bool(entry["fp32_main_grads"]),
         usable_memory_fraction=float(entry["usable_memory_fraction"]),
         memory_overhead_gb=float(entry["memory_overhead_gb"]),

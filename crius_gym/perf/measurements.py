@@ -18,9 +18,10 @@ num_nodes, gpus_per_node  layout (required)
 tensor_parallel,          plan columns; blank = searched by the estimator inside the Cell
 pipeline_parallel,        (``activation_recompute``: ``none``, ``selective`` or ``full``, with
 microbatch_size,          ``true``/``false`` as aliases of ``full``/``none``;
-activation_recompute,     ``sequence_parallel``: ``true``/``false``)
+activation_recompute,     ``sequence_parallel``, ``distributed_optimizer``: ``true``/``false``)
 interleave,
-sequence_parallel
+sequence_parallel,
+distributed_optimizer
 framework                 ``alpa`` or ``megatron`` (required)
 measured_iter_time_s      seconds; blank when status is ``oom`` or ``failed``
 status                    ``ok``, ``oom`` or ``failed`` (blank = ``ok``)
@@ -67,6 +68,7 @@ PLAN_COLUMNS = (
     "activation_recompute",
     "interleave",
     "sequence_parallel",
+    "distributed_optimizer",
 )
 COLUMNS = (
     "model_family",
@@ -118,6 +120,7 @@ class Measurement:
         recompute: fixed recomputation mode or None.
         interleave: fixed interleaving degree or None.
         sequence_parallel: fixed sequence parallelism or None.
+        distributed_optimizer: fixed optimizer sharding over data parallelism or None.
         measured_s: measured iteration time, seconds (None when not ``ok``).
         status: ``ok``, ``oom`` or ``failed``.
         split: ``calibration`` or ``holdout``.
@@ -141,6 +144,7 @@ class Measurement:
     recompute: Recompute | None
     interleave: int | None
     sequence_parallel: bool | None
+    distributed_optimizer: bool | None
     measured_s: float | None
     status: Status
     split: Split
@@ -186,6 +190,17 @@ def _int(value: str, path: str, line: int, field: str, *, positive: bool = True)
 def _opt_int(row: dict[str, str], key: str, path: str, line: int) -> int | None:
     raw = (row.get(key) or "").strip()
     return None if raw == "" else _int(raw, path, line, key)
+
+
+def _opt_bool(row: dict[str, str], key: str, path: str, line: int) -> bool | None:
+    raw = (row.get(key) or "").strip().lower()
+    if raw == "":
+        return None
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise InputFileError(path, f"{raw!r} is not true/false", row=line, field=key)
 
 
 def parse_measurement_row(
@@ -267,18 +282,8 @@ def parse_measurement_row(
             row=line,
             field="activation_recompute",
         )
-    sp_raw = (row.get("sequence_parallel") or "").strip().lower()
-    sequence_parallel: bool | None
-    if sp_raw == "":
-        sequence_parallel = None
-    elif sp_raw in ("1", "true", "yes"):
-        sequence_parallel = True
-    elif sp_raw in ("0", "false", "no"):
-        sequence_parallel = False
-    else:
-        raise InputFileError(
-            path, f"{sp_raw!r} is not true/false", row=line, field="sequence_parallel"
-        )
+    sequence_parallel = _opt_bool(row, "sequence_parallel", path, line)
+    distributed_optimizer = _opt_bool(row, "distributed_optimizer", path, line)
     split_raw = (row.get("split") or "holdout").strip().lower()
     if split_raw not in ("calibration", "holdout"):
         raise InputFileError(
@@ -309,6 +314,7 @@ def parse_measurement_row(
         recompute=recompute,
         interleave=_opt_int(row, "interleave", path, line),
         sequence_parallel=sequence_parallel,
+        distributed_optimizer=distributed_optimizer,
         measured_s=measured,
         status=status,
         split=split_raw,  # type: ignore[arg-type]
@@ -425,9 +431,9 @@ def convert_megatron_table1(
     """Rows of Megatron-LM Table 1 (``megatron_table1.csv``) in the schema.
 
     The iteration time is the file's ``iter_time_s_derived`` (Eq. 3 FLOPs / achieved FLOP/s).
-    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation and no
-    sequence parallelism (it came a year later); the microbatch size and interleaving are not
-    published and are searched.  Split: the first
+    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation, no
+    sequence parallelism and no distributed optimizer (both came later); the microbatch size
+    and interleaving are not published and are searched.  Split: the first
     ``calibration_rows`` rows (1.7B–39.1B) calibrate, the rest are held out.
     """
     out = []
@@ -451,6 +457,7 @@ def convert_megatron_table1(
                 "pipeline_parallel": r["pipeline_parallel"],
                 "activation_recompute": "true",
                 "sequence_parallel": "false",
+                "distributed_optimizer": "false",
                 "framework": "megatron",
                 "measured_iter_time_s": r["iter_time_s_derived"],
                 "status": "ok",

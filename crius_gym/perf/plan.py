@@ -50,6 +50,9 @@ class Plan:
         sequence_parallel: the activations outside the tensor-parallel regions (layer norms,
             dropouts) are split over the tensor-parallel GPUs along the sequence (Korthikanti
             et al. 2022, §4.2.2); needs ``tensor`` > 1.
+        distributed_optimizer: optimizer states (and the fp32 master weights) are split over the
+            ``data`` ranks, gradients reduce-scattered and parameters all-gathered (Megatron-LM's
+            distributed optimizer, ZeRO stage 1).
     """
 
     pipeline: int
@@ -59,6 +62,7 @@ class Plan:
     recompute: Recompute = "full"
     interleave: int = 1
     sequence_parallel: bool = False
+    distributed_optimizer: bool = False
 
     def __post_init__(self) -> None:
         for name in ("pipeline", "data", "tensor", "microbatches", "interleave"):
@@ -78,7 +82,8 @@ class Plan:
         rc = {"full": "rc", "selective": "sel", "none": "norc"}[self.recompute]
         v = f"v{self.interleave}" if self.interleave > 1 else ""
         sp = "sp" if self.sequence_parallel else ""
-        return f"p{self.pipeline}d{self.data}t{self.tensor}m{self.microbatches}{rc}{v}{sp}"
+        do = "do" if self.distributed_optimizer else ""
+        return f"p{self.pipeline}d{self.data}t{self.tensor}m{self.microbatches}{rc}{v}{sp}{do}"
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,7 @@ class PlanConstraints:
     recompute: Recompute | None = None
     interleave: int | None = None
     sequence_parallel: bool | None = None
+    distributed_optimizer: bool | None = None
 
     def admits(self, plan: Plan, global_batch: int) -> bool:
         """Whether ``plan`` satisfies every given restriction."""
@@ -167,6 +173,11 @@ class PlanConstraints:
         if self.interleave is not None and plan.interleave != self.interleave:
             return False
         if self.sequence_parallel is not None and plan.sequence_parallel != self.sequence_parallel:
+            return False
+        if (
+            self.distributed_optimizer is not None
+            and plan.distributed_optimizer != self.distributed_optimizer
+        ):
             return False
         if self.microbatch_size is not None:
             per_replica = global_batch / (plan.microbatches * plan.data)

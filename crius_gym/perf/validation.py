@@ -21,7 +21,8 @@ def prediction_table(
 
     Added columns: ``predicted_iter_time_s`` (blank when no plan fits), ``predicted_plan``, the
     plan's ``pred_pipeline``/``pred_data``/``pred_tensor``/``pred_microbatches``/
-    ``pred_recompute``/``pred_interleave``/``pred_sequence_parallel``, ``predicted_memory_gb``,
+    ``pred_recompute``/``pred_interleave``/``pred_sequence_parallel``/
+    ``pred_distributed_optimizer``, ``predicted_memory_gb``,
     ``memory_limit_gb``, the breakdown (``compute_s`` … ``overhead_s``), ``error_pct`` (signed,
     predicted vs measured) and the derived grouping columns ``num_gpus``, ``multi_node``,
     ``dataset``.
@@ -52,6 +53,7 @@ def prediction_table(
                 pred_recompute=best.plan.recompute,
                 pred_interleave=best.plan.interleave,
                 pred_sequence_parallel=best.plan.sequence_parallel,
+                pred_distributed_optimizer=best.plan.distributed_optimizer,
                 predicted_memory_gb=best.memory_gb,
                 memory_limit_gb=best.memory_limit_gb,
                 compute_s=bd.compute_s,
