@@ -73,6 +73,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="worst",
         help="combine the scenarios' mean JCT ratios by their worst (default) or their mean",
     )
+    p.add_argument(
+        "--stress-traces",
+        type=int,
+        default=1,
+        help="long overloaded validation traces per scenario, scored like a scenario of their "
+        "own (default: 1; 0 = none)",
+    )
+    p.add_argument(
+        "--stress-load", type=float, default=1.2, help="their offered load (default: 1.2)"
+    )
+    p.add_argument(
+        "--stress-jobs", type=int, default=600, help="their length in jobs (default: 600)"
+    )
     p.add_argument("--out", default="results", help="where guide_margin.md/.csv go")
     p.add_argument("--dry-run", action="store_true", help="print and write the table only")
     return p.parse_args(argv)
@@ -115,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             margins,
             log=lambda s: print(s, flush=True),
             score=args.score,
+            stress_traces=args.stress_traces,
+            stress_load=args.stress_load,
+            stress_jobs=args.stress_jobs,
         )
         print(
             f"{run_dir}: δ = {sel.guide_margin:g} (score {sel.scores[sel.guide_margin]:.4f}; "
@@ -147,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             prov.markdown(),
             "",
-            f"Command: `{command}`. Validation traces only ({args.traces} per scenario); "
+            f"Command: `{command}`. Validation traces only ({args.traces} per scenario, and "
+            f"{args.stress_traces} of {args.stress_jobs} jobs at load {args.stress_load:g} per "
+            "scenario, the rows `<scenario>@<load>x<jobs>`); "
             f"`(score)` is the {args.score} over scenarios, and the smallest δ within 0.002 of "
             "the best score is chosen (crius_gym/rl/deviation.py).",
             "",

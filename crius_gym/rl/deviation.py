@@ -11,11 +11,16 @@ agent therefore takes its own action only where it prefers it by at least δ log
 * the selection scenarios are every component of the training mixture (or the training
   scenario) and every validation scenario, each with its first ``traces`` validation traces
   (synthetic; no test or Arena trace);
-* each scenario's figure is the mean per-trace ratio of the agent's average JCT to its guide's
-  (Crius's run through the same env); a candidate δ is scored by the **worst** scenario's
-  figure (``score="worst"``, the default: the targets are per trace, so the agent must not lose
-  anywhere to win elsewhere) or by the mean over scenarios (``score="mean"``, so a scenario
-  with many validation traces does not outweigh the others);
+* and, for each of them, ``stress_traces`` long overloaded validation traces (``stress_jobs``
+  jobs at offered load ``stress_load``): an agent that departs where it should not can drift
+  into a backlog it never works off, which a validation trace of 60–200 jobs is too short to
+  show (seed 1 of the default run, at δ = 0.5, had 8× Crius's JCT on a 600-job PAI-like trace at
+  load 1.2 and 0.96× on the four short ones);
+* each scenario's (and stress set's) figure is the mean per-trace ratio of the agent's average
+  JCT to its guide's (Crius's run through the same env); a candidate δ is scored by the
+  **worst** figure (``score="worst"``, the default: the targets are per trace, so the agent must
+  not lose anywhere to win elsewhere) or by their mean (``score="mean"``, so a scenario with
+  many validation traces does not outweigh the others);
 * the smallest δ within ``tolerance`` of the best score wins (the least conservative of the
   equally good: the agent keeps as much of what it learnt as validation allows).
 
@@ -43,6 +48,7 @@ from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import run_model
 from crius_gym.rl.saved import METADATA_FILE
 from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.workload.job import Trace
 
 #: How a candidate's per-scenario figures are combined into its score.
 SCORES = ("worst", "mean")
@@ -122,6 +128,9 @@ def select_guide_margin(
     tolerance: float = 0.002,
     log: Callable[[str], None] | None = None,
     score: str = "worst",
+    stress_traces: int = 0,
+    stress_load: float = 1.2,
+    stress_jobs: int = 600,
 ) -> MarginSelection:
     """Score each candidate δ on validation traces and choose one (see the module docstring).
 
@@ -134,6 +143,10 @@ def select_guide_margin(
         tolerance: a δ within this much of the best score counts as equally good.
         log: progress lines (one per scenario and δ).
         score: ``worst`` (max over scenarios) or ``mean`` (mean over scenarios).
+        stress_traces: long overloaded validation traces per scenario (0: none); each adds a
+            set named ``<scenario>@<load>x<jobs>`` that is scored like a scenario.
+        stress_load: their offered load.
+        stress_jobs: their length in jobs.
 
     Raises:
         ConfigError: the env has no guide, or an unknown ``score``.
@@ -146,22 +159,36 @@ def select_guide_margin(
     cfg = dataclasses.replace(env_config, max_decisions=10**12)
     per: dict[tuple[str, float], float] = {}
     used: dict[str, int] = {}
+    sets: list[tuple[str, Scenario, list[Trace]]] = []
     for sc in scenarios:
         env = CriusEnv(sc, cfg)
         n = min(traces, sc.splits.validation_traces)
-        vals = [sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(n)]
-        used[sc.name] = n
+        sets.append(
+            (sc.name, sc, [sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(n)])
+        )
+        if stress_traces:
+            hard = dataclasses.replace(
+                sc, workload=dataclasses.replace(sc.workload, load=stress_load)
+            )
+            long = [
+                hard.synthetic_trace("val", i, num_jobs=stress_jobs, tuner=env.tuner)
+                for i in range(min(stress_traces, sc.splits.validation_traces))
+            ]
+            sets.append((f"{sc.name}@{stress_load:g}x{stress_jobs}", hard, long))
+    for name, sc, vals in sets:
+        env = CriusEnv(sc, cfg)
+        used[name] = len(vals)
         base: list[float] = []
         for m in sorted(cands, reverse=True):  # inf first: the guide's own runs
             jct = [run_model(model, env, t, guide_margin=m)[0].summary.avg_jct_s for t in vals]
             if math.isinf(m):
                 base = jct
             ratios = [a / b for a, b in zip(jct, base, strict=True) if b > 0]
-            per[(sc.name, m)] = float(np.mean(ratios)) if ratios else math.nan
+            per[(name, m)] = float(np.mean(ratios)) if ratios else math.nan
             if log:
-                log(f"  {sc.name}: δ={_num(m)} → {per[(sc.name, m)]:.4f}× the guide")
+                log(f"  {name}: δ={_num(m)} → {per[(name, m)]:.4f}× the guide")
     combine = np.nanmax if score == "worst" else np.nanmean
-    scores = {m: float(combine([per[(sc.name, m)] for sc in scenarios])) for m in cands}
+    scores = {m: float(combine([per[(name, m)] for name, _, _ in sets])) for m in cands}
     best = min(scores.values())
     chosen = min(m for m, v in scores.items() if v <= best + tolerance)
     return MarginSelection(chosen, score, scores, per, used)

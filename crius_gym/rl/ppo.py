@@ -71,6 +71,9 @@ class PPOHyperparams:
     deploy_margins: tuple[float, ...] = ()
     deploy_traces: int = 4
     deploy_score: Literal["worst", "mean"] = "worst"
+    deploy_stress_traces: int = 0
+    deploy_stress_load: float = 1.2
+    deploy_stress_jobs: int = 600
     env: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -100,6 +103,8 @@ class PPOHyperparams:
             "bc_episodes",
             "bc_epochs",
             "deploy_traces",
+            "deploy_stress_traces",
+            "deploy_stress_jobs",
         ):
             zero_ok = (
                 "eval_traces",
@@ -110,6 +115,7 @@ class PPOHyperparams:
                 "vine_actions",
                 "vine_distill_epochs",
                 "rollout_workers",
+                "deploy_stress_traces",
             )
             if getattr(self, name) < (0 if name in zero_ok else 1):
                 raise ConfigError(f"{name} must be positive")
@@ -135,6 +141,8 @@ class PPOHyperparams:
         if any(not m >= 0 for m in parsed):
             raise ConfigError(f"deploy_margins must be >= 0, got {margins!r}")
         object.__setattr__(self, "deploy_margins", parsed)
+        if not self.deploy_stress_load > 0:
+            raise ConfigError(f"deploy_stress_load must be > 0, got {self.deploy_stress_load}")
         if self.deploy_score not in ("worst", "mean"):
             raise ConfigError(f"deploy_score must be worst or mean, got {self.deploy_score!r}")
         if not 0 < self.gamma <= 1 or not 0 < self.gae_lambda <= 1:

@@ -257,6 +257,9 @@ def _select_deployment(
         hp.deploy_traces,
         hp.deploy_margins,
         score=hp.deploy_score,
+        stress_traces=hp.deploy_stress_traces,
+        stress_load=hp.deploy_stress_load,
+        stress_jobs=hp.deploy_stress_jobs,
     )
     log(
         f"guide margin {sel.guide_margin:g}: validation JCT {sel.scores[sel.guide_margin]:.3f}x "
