@@ -70,15 +70,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--score",
         choices=SCORES,
-        default="worst",
-        help="combine the scenarios' mean JCT ratios by their worst (default) or their mean",
+        default="mean",
+        help="combine the scenarios' mean JCT ratios by their mean (default) or their worst",
     )
     p.add_argument(
         "--stress-traces",
         type=int,
-        default=1,
+        default=0,
         help="long overloaded validation traces per scenario, scored like a scenario of their "
-        "own (default: 1; 0 = none)",
+        "own (default: 0 = none)",
     )
     p.add_argument(
         "--stress-load", type=float, default=1.2, help="their offered load (default: 1.2)"

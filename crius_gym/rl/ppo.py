@@ -70,7 +70,7 @@ class PPOHyperparams:
     checkpoint_freq: int = 20_000
     deploy_margins: tuple[float, ...] = ()
     deploy_traces: int = 4
-    deploy_score: Literal["worst", "mean"] = "worst"
+    deploy_score: Literal["worst", "mean"] = "mean"
     deploy_stress_traces: int = 0
     deploy_stress_load: float = 1.2
     deploy_stress_jobs: int = 600
