@@ -16,14 +16,13 @@ import argparse
 import collections
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 from crius_gym.cli import run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor
-from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.sim.scenario import load_scenario
 from crius_gym.workload.arena_trace import read_arena_trace
 
@@ -43,11 +42,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    path = Path(args.policy)
-    if path.is_dir():
-        path = (
-            path / "best_model.zip" if (path / "best_model.zip").is_file() else path / "model.zip"
-        )
+    path = policy_file(args.policy)
     meta = read_metadata(path)
     sc = load_scenario(args.scenario)
     cfg = dataclasses.replace(EnvConfig(**meta["env_config"]), max_decisions=10**12)

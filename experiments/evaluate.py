@@ -36,7 +36,7 @@ from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import deployed_margin, parse_margin
-from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.sim.scenario import Scenario, list_scenarios, load_scenario
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.arena_trace import read_arena_trace
@@ -143,14 +143,6 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model_file(path: str) -> Path:
-    p = Path(path)
-    if p.is_dir():
-        best = p / "best_model.zip"
-        return best if best.is_file() else p / "model.zip"
-    return p
-
-
 def traces_for(
     scenario: Scenario,
     which: str,
@@ -225,7 +217,7 @@ def evaluate_scenario(
 ) -> tuple[str, pd.DataFrame]:
     agents = []
     for spec in args.policy:
-        path = model_file(spec)
+        path = policy_file(spec)
         meta = read_metadata(path)
         env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
         load_policy(path, env)  # refuse incompatible policies before any work
@@ -330,7 +322,7 @@ def main() -> None:
     heuristics = list(args.policies) if args.policies is not None else list(available())
     sections = ["# PPO vs rule-based schedulers on held-out traces", "", prov.markdown(), ""]
     for spec in args.policy:
-        path = model_file(spec)
+        path = policy_file(spec)
         meta = read_metadata(path)
         sections.append(
             f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
@@ -349,7 +341,7 @@ def main() -> None:
         sections.append(text)
     curves = {}
     for spec in args.policy:
-        path = model_file(spec)
+        path = policy_file(spec)
         meta = read_metadata(path)
         tb = meta.get("tensorboard")
         if tb and Path(tb).is_dir():

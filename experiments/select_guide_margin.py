@@ -38,7 +38,7 @@ from crius_gym.rl.deviation import (
     select_guide_margin,
     selection_scenarios,
 )
-from crius_gym.rl.saved import load_policy, read_metadata
+from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.sim.scenario import load_scenario
 
 
@@ -91,13 +91,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _model_file(run_dir: Path) -> Path:
-    for name in ("best_model.zip", "model.zip"):
-        if (run_dir / name).is_file():
-            return run_dir / name
-    raise SystemExit(f"{run_dir}: no best_model.zip or model.zip")
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -107,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     for spec in args.policy:
         run_dir = Path(spec)
-        path = _model_file(run_dir)
+        path = policy_file(run_dir)
         meta = read_metadata(path)
         cfg = EnvConfig(**meta["env_config"])
         training = load_scenario(meta["scenario"])

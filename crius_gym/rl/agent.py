@@ -48,8 +48,6 @@ class GreedyActor:
         space = self.policy.observation_space
         assert isinstance(space, gym.spaces.Dict)
         self.keys = [k for k in space.spaces if k != "action_mask"]
-        self.departures = 0  # actions taken against the guide's proposal
-        self.kept = 0  # departures the margin turned back into the guide's action
 
     def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """The actor's logits for one observation (before masking)."""
@@ -69,12 +67,8 @@ class GreedyActor:
             return guide
         logits = np.where(mask, self.logits(obs), -np.inf)
         action = int(np.argmax(logits))
-        if guide is None or action == guide:
-            return action
-        if self.guide_margin and logits[action] - logits[guide] < self.guide_margin:
-            self.kept += 1
-            return guide
-        self.departures += 1
+        if guide is not None and logits[action] - logits[guide] < self.guide_margin:
+            return guide  # not preferred by the margin (or the guide's own action)
         return action
 
 

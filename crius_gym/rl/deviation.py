@@ -159,12 +159,13 @@ def select_guide_margin(
     cfg = dataclasses.replace(env_config, max_decisions=10**12)
     per: dict[tuple[str, float], float] = {}
     used: dict[str, int] = {}
-    sets: list[tuple[str, Scenario, list[Trace]]] = []
+    sets: list[tuple[str, CriusEnv, list[Trace]]] = []
     for sc in scenarios:
+        # The stress traces only change the workload: they run on the same cluster and env.
         env = CriusEnv(sc, cfg)
         n = min(traces, sc.splits.validation_traces)
         sets.append(
-            (sc.name, sc, [sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(n)])
+            (sc.name, env, [sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(n)])
         )
         if stress_traces:
             hard = dataclasses.replace(
@@ -174,9 +175,8 @@ def select_guide_margin(
                 hard.synthetic_trace("val", i, num_jobs=stress_jobs, tuner=env.tuner)
                 for i in range(min(stress_traces, sc.splits.validation_traces))
             ]
-            sets.append((f"{sc.name}@{stress_load:g}x{stress_jobs}", hard, long))
-    for name, sc, vals in sets:
-        env = CriusEnv(sc, cfg)
+            sets.append((f"{sc.name}@{stress_load:g}x{stress_jobs}", env, long))
+    for name, env, vals in sets:
         used[name] = len(vals)
         base: list[float] = []
         for m in sorted(cands, reverse=True):  # inf first: the guide's own runs

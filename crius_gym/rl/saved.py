@@ -42,6 +42,15 @@ def write_metadata(policy_dir: Path, env: CriusEnv, extra: dict[str, Any]) -> No
     atomic_write_text(policy_dir / METADATA_FILE, yaml.safe_dump(meta, sort_keys=False))
 
 
+def policy_file(path: str | Path) -> Path:
+    """The model a path names: a run folder's ``best_model.zip`` (else ``model.zip``), or a file."""
+    p = Path(path)
+    if p.is_dir():
+        best = p / "best_model.zip"
+        return best if best.is_file() else p / "model.zip"
+    return p
+
+
 def read_metadata(model_path: Path) -> dict[str, Any]:
     """The metadata of a saved model (``metadata.yaml`` in its run folder)."""
     dirs = [model_path.parent]

@@ -22,6 +22,11 @@ from crius_gym.workload.models import build_model
 
 GIB = 2**30
 MEGATRON = get_framework("megatron")
+#: Four DGX A100 80 GB nodes (8 GPUs, 8 HDR NICs each), all of them in one layout.
+DGX_X4 = build_cluster(
+    [{"gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8, "nics_per_node": 8}]
+).groups[0]
+DGX_LAYOUT = Layout(4, 8)
 
 
 def gpt(h: int, a: int, layers: int):
@@ -64,12 +69,12 @@ def test_each_mode_against_table_2_by_hand():
 
 
 def test_selective_and_sequence_parallel_move_the_estimate_the_documented_way():
-    m = gpt(6144, 64, 48)
-    g = build_cluster(
-        [{"gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8, "nics_per_node": 8}]
-    ).groups[0]
-    est = Estimator(MEGATRON, get_calibration("megatron"))
-    layout = Layout(4, 8)
+    m, g, est, layout = (
+        gpt(6144, 64, 48),
+        DGX_X4,
+        Estimator(MEGATRON, get_calibration("megatron")),
+        DGX_LAYOUT,
+    )
 
     def run(rc: str, sp: bool):
         return est.estimate(m, 64, g, layout, Plan(4, 1, 8, 16, rc, 1, sp))
@@ -127,12 +132,12 @@ def test_a_selective_recompute_row_is_parsed_and_estimated(tmp_path):
 
 def test_distributed_optimizer_shards_the_optimizer_states():
     """Megatron-LM README: 18 bytes per parameter without it, 6 + 12/d with it (fp32 grads)."""
-    m = gpt(6144, 64, 48)
-    g = build_cluster(
-        [{"gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8, "nics_per_node": 8}]
-    ).groups[0]
-    est = Estimator(MEGATRON, get_calibration("megatron"))
-    layout = Layout(4, 8)
+    m, g, est, layout = (
+        gpt(6144, 64, 48),
+        DGX_X4,
+        Estimator(MEGATRON, get_calibration("megatron")),
+        DGX_LAYOUT,
+    )
     base = {"pipeline": 1, "data": 4, "tensor": 8, "microbatches": 16, "recompute": "full"}
     plain = est.estimate(m, 64, g, layout, Plan(**base))
     sharded = est.estimate(m, 64, g, layout, Plan(**base, distributed_optimizer=True))

@@ -30,7 +30,6 @@ class _Fixed(GreedyActor):
     def __init__(self, logits: np.ndarray, margin: float) -> None:
         self._fixed = logits
         self.guide_margin = margin
-        self.departures = self.kept = 0
 
     def logits(self, obs):  # type: ignore[override]
         return self._fixed
