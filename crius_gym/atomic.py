@@ -2,7 +2,9 @@
 
 Each helper writes to a temporary file in the destination directory and renames it over the
 target (``os.replace`` is atomic on POSIX), so an interrupted run leaves either the old file or
-the new one.
+the new one. The written file gets the usual permissions (0666 less the umask), not the 0600 of
+a temporary file, and a temporary file left behind by a killed writer is removed by the next
+successful write of the same target.
 """
 
 from __future__ import annotations
@@ -10,8 +12,27 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_read_umask()
+_STALE_TEMP_S = 600.0  # older temporary files of a target are left-overs of a killed writer
+
+
+def _remove_stale_temps(target: Path) -> None:
+    now = time.time()
+    for old in target.parent.glob(f".{target.name}.*{target.suffix}"):
+        with contextlib.suppress(OSError):
+            if now - old.stat().st_mtime > _STALE_TEMP_S:
+                old.unlink()
 
 
 @contextlib.contextmanager
@@ -31,7 +52,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, target)
+        _remove_stale_temps(target)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -6,7 +6,8 @@ so that a researcher can fix a trace or scenario without reading the library's c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -57,3 +58,35 @@ class InputFileError(CriusGymError, ValueError):
 
 class ConfigError(CriusGymError, ValueError):
     """A configuration value is invalid (raised by frozen config dataclasses on construction)."""
+
+
+class RunStateError(CriusGymError, RuntimeError):
+    """A training run folder cannot be started or resumed as asked.
+
+    Raised when a new run would overwrite a folder, or a resume finds nothing to resume.
+    """
+
+
+@contextlib.contextmanager
+def utf8_text(path: str | Path) -> Iterator[None]:
+    """Report a file that is not UTF-8 as an :class:`InputFileError`.
+
+    The error names the file and the line of its first byte that is not UTF-8.
+
+    Example:
+        >>> with utf8_text(p), open(p, encoding="utf-8") as fh:  # doctest: +SKIP
+        ...     rows = list(csv.reader(fh))
+    """
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        line = None
+        with contextlib.suppress(OSError):
+            raw = Path(path).read_bytes()
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as whole:
+                line = raw[: whole.start].count(b"\n") + 1
+        raise InputFileError(
+            path, f"not UTF-8 text ({exc.reason}); save the file as UTF-8", row=line
+        ) from exc

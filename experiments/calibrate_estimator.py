@@ -5,6 +5,12 @@ measured table and Megatron-LM Table 1 — fits, per framework, the constants of
 crius_gym/perf/calibration.py on the rows whose ``split`` is ``calibration``, and writes them
 (atomically) with the command that produced them.  Held-out rows are never seen here; see
 experiments/validate_estimator.py for the held-out error.
+
+The default output is results/calibration.yaml, never the packaged calibration that every
+scenario reads: install a checked fit with --out crius_gym/data/calibration.yaml --force. An
+existing file is overwritten only with --force. A framework of crius_gym/data/frameworks.yaml
+without calibration rows keeps its packaged constants (said in the file), so the file always
+serves every scenario.
 """
 
 from __future__ import annotations
@@ -17,13 +23,14 @@ import yaml
 
 from crius_gym.atomic import atomic_write_text
 from crius_gym.cli import run_main
-from crius_gym.perf.calibration import Calibration, GPUCalibration
+from crius_gym.errors import CriusGymError, RunStateError
+from crius_gym.perf.calibration import Calibration, GPUCalibration, load_calibrations
 from crius_gym.perf.fit import fit_calibration, prior_calibration
-from crius_gym.perf.framework import get_framework
+from crius_gym.perf.framework import get_framework, load_frameworks
 from crius_gym.perf.measurements import load_measurements
 from crius_gym.provenance import Provenance
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "crius_gym" / "data" / "calibration.yaml"
+DEFAULT_OUT = Path("results") / "calibration.yaml"
 
 
 def parse_args() -> argparse.Namespace:
@@ -46,7 +53,11 @@ def parse_args() -> argparse.Namespace:
         "--out",
         default=str(DEFAULT_OUT),
         metavar="PATH",
-        help="calibration YAML to write (default: the packaged crius_gym/data/calibration.yaml)",
+        help="calibration YAML to write (default: results/calibration.yaml; the packaged one "
+        "is crius_gym/data/calibration.yaml)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite --out if it exists (never by default)"
     )
     return p.parse_args()
 
@@ -64,6 +75,9 @@ def _default_gpu(cal: Calibration) -> GPUCalibration:
 def main() -> None:
     args = parse_args()
     prov = Provenance.capture()
+    target = Path(args.out)
+    if target.exists() and not args.force:
+        raise RunStateError(f"{target}: exists; pass --force to overwrite it")
     rows = load_measurements(args.measurements, args.data_dir)
     out: dict[str, object] = {}
     lines = []
@@ -83,6 +97,18 @@ def main() -> None:
             f"training MAPE {100 * result.train_mape:.1f}%, median "
             f"{100 * result.train_median:.1f}%, {result.evaluations} evaluations"
         )
+        print(line)
+        lines.append(line)
+    if not out:
+        raise CriusGymError(
+            "no calibration rows in the measurements (split 'calibration'); nothing written"
+        )
+    # Frameworks without calibration rows keep the packaged constants, so the file still
+    # serves every scenario (a partial file would break the scenarios of the others).
+    packaged = load_calibrations()
+    for fw_name in sorted(set(load_frameworks()) - set(out)):
+        out[fw_name] = packaged[fw_name].to_dict()
+        line = f"{fw_name}: no calibration rows; the packaged constants are kept"
         print(line)
         lines.append(line)
     header = "\n".join(

@@ -17,6 +17,7 @@ curves exported from the policies' TensorBoard logs.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,9 @@ def traces_for(
 ) -> list[Trace]:
     if files:
         given = [read_arena_trace(f) for f in files]
+        for t in given:
+            for line in t.skipped_report():
+                print(f"warning: {t.name}: skipped {line}", file=sys.stderr, flush=True)
         return given[:max_traces] if max_traces else given
     out: list[Trace] = []
     if which in ("test", "val", "all"):

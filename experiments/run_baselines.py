@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -119,6 +120,8 @@ def main() -> None:
             if args.trace
             else scenario.own_trace(args.data_dir, tuner)
         )
+        for line in trace.skipped_report():
+            print(f"warning: {trace.name}: skipped {line}", file=sys.stderr, flush=True)
         print(
             f"{scenario.name}: {len(trace.jobs)} jobs ({trace.name}) on "
             f"{scenario.cluster.num_gpus} GPUs; policies {', '.join(args.policies)}",
@@ -171,7 +174,13 @@ def main() -> None:
                 if trace.iteration_divisor > 1
                 else ""
             )
-            + (f" ({len(trace.skipped)} unusable rows skipped)" if trace.skipped else "")
+            + (
+                f" ({len(trace.skipped)} unusable rows skipped: "
+                + "; ".join(trace.skipped_report(5))
+                + ")"
+                if trace.skipped
+                else ""
+            )
             + f". Ground truth: {args.ground_truth or scenario.ground_truth}. "
             + (
                 "Artifact options: " + ", ".join(scenario.sim.artifact_compat.active) + ". "

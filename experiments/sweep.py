@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,7 @@ def make_trainable(args: argparse.Namespace, prov: dict[str, str]) -> Any:
         import torch
         from ray import tune
 
+        from crius_gym.rl.callbacks import latest_checkpoint
         from crius_gym.rl.ppo import resolve_hyperparams
         from crius_gym.rl.train import TrainSpec, train
 
@@ -172,7 +174,11 @@ def make_trainable(args: argparse.Namespace, prov: dict[str, str]) -> Any:
                 }
             )
 
-        resume = (policy_dir / "checkpoints").is_dir()  # a restored trial continues
+        # A restored trial continues from its checkpoint; one restarted before its first
+        # checkpoint starts over in its own folder (nothing in it is worth keeping).
+        resume = latest_checkpoint(policy_dir) is not None
+        if not resume and policy_dir.exists():
+            shutil.rmtree(policy_dir)
         train(spec, resume=resume, on_eval=report, log=lambda _msg: None)
 
     return trainable

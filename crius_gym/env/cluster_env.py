@@ -23,7 +23,7 @@ from crius_gym.env.reference import JobsInSystemIntegral
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
-from crius_gym.sim.actions import Action, Preempt, Reconfigure, Start
+from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigure, Start
 from crius_gym.sim.records import JobStatus
 from crius_gym.sim.scenario import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult, Simulator
@@ -55,6 +55,25 @@ class _World:
         return cls(
             scenario, tuner, sim, CellSelector(sim, cfg), ObservationEncoder(cfg, sim, scale), scale
         )
+
+
+RESET_OPTIONS = frozenset({"trace", "split", "index", "component"})
+
+
+def _action_index(action: Any, n: int) -> int:
+    """An action as an index; floats, strings and booleans are refused, never cast.
+
+    Integers and integer NumPy scalars or 0-d/1-element arrays (what vectorised wrappers pass)
+    are accepted; the range is checked by the mask (an out-of-range action is invalid).
+    """
+    value = action
+    if isinstance(value, np.ndarray):
+        if value.size != 1 or not np.issubdtype(value.dtype, np.integer):
+            raise InvalidActionError(f"action must be one integer in [0, {n}), got {action!r}")
+        value = value.reshape(()).item()
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise InvalidActionError(f"action must be an integer in [0, {n}), got {action!r}")
+    return int(value)
 
 
 class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
@@ -147,6 +166,49 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._headless = False
 
     # ------------------------------------------------------------------ helpers
+    def _checked_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``reset`` options, refused when a key, split or index is unknown (never ignored)."""
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - RESET_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"reset options: unknown key(s) {unknown}; known: {sorted(RESET_OPTIONS)}"
+            )
+        if "trace" in opts and "split" in opts:
+            raise ConfigError("reset options: give 'trace' or 'split', not both")
+        split = opts.get("split")
+        if split is not None and split not in ("train", "val", "test"):
+            raise ConfigError(f"reset options: split {split!r} not in ['train', 'val', 'test']")
+        for key in ("index", "component"):
+            if key in opts and (
+                isinstance(opts[key], bool) or not isinstance(opts[key], int | np.integer)
+            ):
+                raise ConfigError(f"reset options: {key} must be an integer, got {opts[key]!r}")
+        n_components = max(1, len(self.scenario.mix))
+        component = int(opts.get("component", 0))
+        if not 0 <= component < n_components:
+            raise ConfigError(
+                f"reset options: component {component} out of range (the scenario has "
+                f"{n_components})"
+            )
+        if split in ("val", "test") and "index" in opts:
+            sc = (
+                [c for c, _ in self.scenario.mix][component] if self.scenario.mix else self.scenario
+            )
+            count = sc.splits.validation_traces if split == "val" else sc.splits.test_traces
+            if not 0 <= int(opts["index"]) < count:
+                raise ConfigError(
+                    f"reset options: index {opts['index']} out of range: {sc.name} has {count} "
+                    f"{split} traces"
+                )
+        if "index" in opts and int(opts["index"]) < 0:
+            raise ConfigError(f"reset options: index must be >= 0, got {opts['index']}")
+        if "trace" in opts and not isinstance(opts["trace"], Trace):
+            raise ConfigError(
+                f"reset options: trace must be a Trace, got {type(opts['trace']).__name__}"
+            )
+        return opts
+
     def _use(self, world: int) -> None:
         """Switch to one component's cluster (a plain scenario has only one)."""
         w = self._worlds[world]
@@ -415,7 +477,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Start an episode (see the class docstring for ``options``)."""
         super().reset(seed=seed)
-        opts = options or {}
+        opts = self._checked_options(options)
         if "trace" in opts:
             self._use(int(opts.get("component", 0)))
             trace = opts["trace"]
@@ -467,7 +529,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one decision and run on to the next (see the class docstring)."""
         assert self._state is not None, "reset() first"
-        a = int(action)
+        a = _action_index(action, self.config.num_actions)
         state = self._state
         stalled = not state.has_choice and not state.wait_valid
         invalid = not stalled and not (0 <= a < len(state.mask) and state.mask[a])

@@ -28,6 +28,7 @@ from gymnasium import spaces
 from crius_gym.env.config import EnvConfig
 from crius_gym.env.decision import CandidateArrays, DecisionState
 from crius_gym.env.guide import GuidePlan
+from crius_gym.errors import ConfigError
 from crius_gym.perf.cell import CellEstimate
 from crius_gym.perf.layers import model_costs
 from crius_gym.sim.actions import Preempt, Reconfigure, Start
@@ -156,7 +157,14 @@ class ObservationEncoder:
         self.cfg = cfg
         self.sim = sim
         self.time_scale_s = time_scale_s
-        self.types = list(sim.cluster.gpu_types)[: cfg.max_gpu_types]
+        if len(sim.cluster.gpu_types) > cfg.max_gpu_types:
+            # Truncating would hide the extra types from the agent (and their Cells' features).
+            raise ConfigError(
+                f"env: the cluster has {len(sim.cluster.gpu_types)} GPU types "
+                f"({', '.join(sim.cluster.gpu_types)}) but max_gpu_types is "
+                f"{cfg.max_gpu_types}; raise env.max_gpu_types"
+            )
+        self.types = list(sim.cluster.gpu_types)
         self.type_index = {t: i for i, t in enumerate(self.types)}
         self.n_cell = len(CELL_FEATURES_BASE) + cfg.max_gpu_types
         self.total_gpus = sim.cluster.num_gpus

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import resource
 import time
@@ -14,15 +15,22 @@ from crius_gym.sim.actions import Action
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.snapshot import Snapshot
 
+QUEUE_BINS = (0, 10, 100, 1_000, 10_000)  # lower edges of the waiting-job bins of the cost table
+
 
 class TimedPolicy:
-    """Wraps a policy and records the wall time of every ``decide`` call (seconds)."""
+    """Wraps a policy and records the wall time of every ``decide`` call (seconds).
+
+    It also records the number of waiting jobs at each decision, so the cost of a decision can
+    be read against the queue length (:meth:`latency_by_queue_ms`).
+    """
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
         self.name = inner.name
         self.tick_interval_s = inner.tick_interval_s
         self.latencies_s: list[float] = []
+        self.queue_lengths: list[int] = []
 
     def reset(self, context: PolicyContext) -> None:
         """Reset the wrapped policy."""
@@ -33,6 +41,23 @@ class TimedPolicy:
         t0 = time.perf_counter()
         out = self.inner.decide(snapshot)
         self.latencies_s.append(time.perf_counter() - t0)
+        self.queue_lengths.append(len(snapshot.waiting))
+        return out
+
+    def latency_by_queue_ms(self) -> dict[str, float]:
+        """Mean decision latency (ms) per bin of waiting jobs (:data:`QUEUE_BINS`).
+
+        Keys like ``decide_ms_q100`` (decisions with 100 to 999 jobs waiting); empty bins are
+        left out. ``max_waiting`` is the longest queue seen.
+        """
+        lat = np.asarray(self.latencies_s) * 1000
+        queue = np.asarray(self.queue_lengths)
+        out: dict[str, float] = {"max_waiting": float(queue.max()) if queue.size else 0.0}
+        edges = (*QUEUE_BINS, np.inf)
+        for lo, hi in itertools.pairwise(edges):
+            hit = (queue >= lo) & (queue < hi)
+            if hit.any():
+                out[f"decide_ms_q{int(lo)}"] = float(lat[hit].mean())
         return out
 
     def latency_stats_ms(self) -> dict[str, float]:

@@ -98,6 +98,11 @@ class ClusterSpec:
         raise KeyError(f"cluster has no {gpu_type} nodes; it has {', '.join(self.gpu_types)}")
 
 
+NODE_GROUP_KEYS = frozenset(
+    {"gpu", "nodes", "gpus_per_node", "intra_link", "inter_link", "nics_per_node"}
+)
+
+
 def build_cluster(
     groups: list[dict[str, object]], catalog: GPUCatalog | None = None
 ) -> ClusterSpec:
@@ -114,6 +119,15 @@ def build_cluster(
     cat = catalog or load_gpu_catalog()
     out = []
     for i, g in enumerate(groups):
+        if not isinstance(g, dict):
+            raise ConfigError(f"node group #{i + 1} must be a mapping, got {g!r}")
+        # A misspelt key would otherwise fall back to a default silently (e.g. 'gpus_per_nod'
+        # giving the GPU's usual node size).
+        unknown = sorted(set(g) - NODE_GROUP_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"node group #{i + 1}: unknown key(s) {unknown}; allowed: {sorted(NODE_GROUP_KEYS)}"
+            )
         if "gpu" not in g or "nodes" not in g:
             raise ConfigError(f"node group #{i + 1} needs 'gpu' and 'nodes'")
         gpu = cat.gpu(str(g["gpu"]))

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,8 @@ def load_calibrations(path: str | None = None) -> dict[str, Calibration]:
         text = (resources.files("crius_gym") / "data" / "calibration.yaml").read_text()
         where = "crius_gym/data/calibration.yaml"
     else:
-        text, where = Path(path).read_text(), path
+        with utf8_text(path):
+            text, where = Path(path).read_text(encoding="utf-8"), path
     try:
         raw = yaml.safe_load(text)
         return {

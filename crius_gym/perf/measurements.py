@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
 from crius_gym.perf.plan import Layout, Recompute
@@ -333,7 +333,7 @@ def read_measurements(path: str | Path, catalog: GPUCatalog | None = None) -> li
             error names the line and field).
     """
     p = str(path)
-    with open(path, newline="", encoding="utf-8") as fh:
+    with utf8_text(path), open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(line for line in fh if not line.startswith("#"))
         if reader.fieldnames is None:
             raise InputFileError(p, "file is empty")
@@ -357,13 +357,13 @@ def write_measurements_csv(rows: Iterable[dict[str, str]], path: str | Path) -> 
 
 # ---------------------------------------------------------------------------- converters
 def _read_csv(path: str | Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
+    with utf8_text(path), open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(line for line in fh if not line.startswith("#")))
 
 
 def first_data_line(path: str | Path) -> int:
     """1-based line of the first data row (after leading ``#`` comments and the header)."""
-    with open(path, encoding="utf-8") as fh:
+    with utf8_text(path), open(path, encoding="utf-8") as fh:
         comments = 0
         for line in fh:
             if not line.startswith("#"):

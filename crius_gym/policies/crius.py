@@ -135,7 +135,8 @@ def blocker_jobs(snapshot: Snapshot) -> tuple[int, ...]:
     if not snapshot.active:
         return ()
     last = max(v.index for v in snapshot.active)
-    return tuple(v.index for v in snapshot.waiting if v.index < last)
+    waiting = snapshot.waiting.indices  # sorted: the overtaken prefix, found by bisection
+    return tuple(waiting[: bisect.bisect_left(waiting, last)])
 
 
 def opportunistic_jobs(snapshot: Snapshot) -> tuple[int, ...]:
@@ -410,7 +411,7 @@ class _Ledger:
             self.held[v.index] = _Held(
                 v.index, v.job, v.cell, v.placement, v.placement.num_gpus, thr, True, v
             )
-        self.waiting = [v.index for v in snapshot.waiting]
+        self.waiting = list(snapshot.waiting.indices)
         # Jobs preempted in this decision: one change per job per decision, so they wait for
         # the next one (restarting a victim elsewhere at once would be a second change).
         self.preempted: set[int] = set()

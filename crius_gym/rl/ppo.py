@@ -10,7 +10,7 @@ from typing import Any, Literal
 import yaml
 from stable_baselines3.common.vec_env import VecEnv
 
-from crius_gym.errors import ConfigError, InputFileError
+from crius_gym.errors import ConfigError, InputFileError, utf8_text
 from crius_gym.rl.networks import RowScorerPolicy
 from crius_gym.rl.sequence_ppo import SequencePPO
 
@@ -223,7 +223,8 @@ def resolve_hyperparams(
         InputFileError: the YAML is malformed or names an unknown key (file and key named).
     """
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        with utf8_text(path):
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise InputFileError(path, f"cannot read agent file: {exc}") from exc
     merged: dict[str, Any] = {}

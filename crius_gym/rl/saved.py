@@ -16,6 +16,9 @@ from crius_gym.errors import CriusGymError
 METADATA_FILE = "metadata.yaml"
 
 
+REQUIRED_METADATA = ("env_namespace", "env_version", "spaces")
+
+
 class PolicyCompatibilityError(CriusGymError):
     """A saved policy does not fit the environment it is asked to run in."""
 
@@ -59,8 +62,15 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
     for d in dirs:
         f = d / METADATA_FILE
         if f.is_file():
-            data = yaml.safe_load(f.read_text())
-            return data if isinstance(data, dict) else {}
+            try:
+                data = yaml.safe_load(f.read_text(encoding="utf-8"))
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:
+                raise PolicyCompatibilityError(f"{f}: not readable YAML ({exc})") from exc
+            if not isinstance(data, dict):
+                raise PolicyCompatibilityError(
+                    f"{f}: expected a mapping, got {type(data).__name__}"
+                )
+            return data
     raise PolicyCompatibilityError(
         f"{model_path}: no {METADATA_FILE} beside it; was it saved by experiments/train_ppo.py?"
     )
@@ -80,6 +90,13 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
     if not path.is_file():
         raise PolicyCompatibilityError(f"{path}: no such policy file")
     meta = read_metadata(path)
+    missing = [k for k in REQUIRED_METADATA if k not in meta]
+    if missing:
+        raise PolicyCompatibilityError(
+            f"{path.parent / METADATA_FILE if (path.parent / METADATA_FILE).is_file() else path}: "
+            f"incomplete metadata, missing {missing} (written by train_ppo.py at the start and "
+            "the end of a run)"
+        )
     version = meta.get("env_version")
     if meta.get("env_namespace") != NAMESPACE or version not in COMPATIBLE_VERSIONS:
         raise PolicyCompatibilityError(
@@ -96,5 +113,16 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
             f"{env.scenario.name}, its env settings) has {want}; evaluate with the settings of "
             f"metadata.yaml's env_config"
         )
-    model = MaskablePPO.load(path, device="cpu")
+    try:
+        model = MaskablePPO.load(path, device="cpu")
+    except Exception as exc:  # zipfile, pickle, torch: all mean "not a readable policy"
+        raise PolicyCompatibilityError(
+            f"{path}: not a readable saved policy ({type(exc).__name__}: {exc})"
+        ) from exc
+    # The metadata could describe another model than the zip beside it (a copied file).
+    if model.observation_space != env.observation_space or model.action_space != env.action_space:
+        raise PolicyCompatibilityError(
+            f"{path}: the model's spaces do not match its {METADATA_FILE} (the zip belongs to "
+            "another run or env settings)"
+        )
     return model, meta

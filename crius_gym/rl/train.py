@@ -24,6 +24,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
+from crius_gym.errors import InputFileError, RunStateError
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.callbacks import (
     EPISODE_KEYS,
@@ -74,20 +75,33 @@ class TrainSpec:
     progress: bool = True
 
     def save_config(self) -> None:
-        """Write ``config.yaml`` (what ``--resume`` reads back)."""
+        """Write ``config.yaml`` (what ``--resume`` reads back).
+
+        A resumed run keeps the command that started it; each resume is appended to
+        ``resumed_by`` (with its ``total_timesteps``, which a resume may only raise).
+        """
         self.policy_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            self.policy_dir / "config.yaml",
-            yaml.safe_dump(
+        path = self.policy_dir / "config.yaml"
+        old = _read_yaml(path) if path.is_file() else {}
+        command = self.provenance.get("command", "")
+        body: dict[str, Any] = {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "hyperparams": self.hyperparams.as_dict(),
+            "command": old.get("command", command),
+        }
+        resumes = list(old.get("resumed_by") or [])
+        if old:
+            resumes.append(
                 {
-                    "scenario": self.scenario,
-                    "seed": self.seed,
-                    "hyperparams": self.hyperparams.as_dict(),
-                    "command": self.provenance.get("command", ""),
-                },
-                sort_keys=False,
-            ),
-        )
+                    "command": command,
+                    "date": self.provenance.get("date", ""),
+                    "total_timesteps": self.hyperparams.total_timesteps,
+                }
+            )
+        if resumes:
+            body["resumed_by"] = resumes
+        atomic_write_text(path, yaml.safe_dump(body, sort_keys=False))
 
     @classmethod
     def from_saved(
@@ -99,9 +113,17 @@ class TrainSpec:
         progress: bool = True,
     ) -> TrainSpec:
         """The spec of an existing run (for ``--resume``)."""
-        saved = yaml.safe_load((policy_dir / "config.yaml").read_text())
+        path = policy_dir / "config.yaml"
+        saved = _read_yaml(path)
+        if not isinstance(saved.get("hyperparams"), dict) or "scenario" not in saved:
+            raise InputFileError(path, "not a run config (no scenario or hyperparams)")
         hp = dict(saved["hyperparams"])
         if total_timesteps:
+            if total_timesteps < int(hp.get("total_timesteps", 0)):
+                raise RunStateError(
+                    f"{policy_dir}: --total-timesteps {total_timesteps} is below the run's "
+                    f"{hp['total_timesteps']}; a resume continues a run, it never shortens it"
+                )
             hp["total_timesteps"] = total_timesteps
         return cls(
             run=policy_dir.name,
@@ -134,6 +156,58 @@ class TrainOutcome:
     interrupted: bool
     best_validation: tuple[float, float]
     seconds: float
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputFileError(path, f"not readable YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InputFileError(path, "expected a mapping")
+    return data
+
+
+def _resume_point(spec: TrainSpec) -> Path:
+    """The model a resume continues from.
+
+    The newest checkpoint, or the final model of a run that finished (a longer
+    ``total_timesteps`` extends it).
+
+    Raises:
+        RunStateError: nothing to resume (the run stopped before its first checkpoint), or the
+            run already reached its total.
+    """
+    ckpt = latest_checkpoint(spec.policy_dir)
+    meta_path = spec.policy_dir / "metadata.yaml"
+    meta = _read_yaml(meta_path) if meta_path.is_file() else {}
+    final = spec.policy_dir / "model.zip"
+    done = int(meta.get("timesteps") or 0)
+    if not meta.get("in_progress", True) and final.is_file():
+        ckpt_steps = int(ckpt.stem.split("_")[1]) if ckpt is not None else -1
+        if done >= ckpt_steps:
+            ckpt = final
+    if ckpt is None:
+        raise RunStateError(
+            f"{spec.policy_dir}: nothing to resume - the run has no checkpoint (it stopped "
+            f"before its first one, every {spec.hyperparams.checkpoint_freq} timesteps); "
+            "start a new run with another --run-name, or delete this folder"
+        )
+    if ckpt == final and done >= spec.hyperparams.total_timesteps:
+        raise RunStateError(
+            f"{spec.policy_dir}: the run finished at {done} timesteps; pass a larger "
+            "--total-timesteps to train it further"
+        )
+    return ckpt
+
+
+def _refuse_existing(policy_dir: Path) -> None:
+    """A new run never overwrites another one's folder."""
+    if (policy_dir / "config.yaml").exists() or (policy_dir / "model.zip").exists():
+        raise RunStateError(
+            f"{policy_dir}: a run of this name exists; continue it with --resume "
+            f"{policy_dir.name}, or choose another --run-name"
+        )
 
 
 def _make_env_fn(scenario: str, env_cfg: EnvConfig) -> Callable[[], gym.Env[Any, Any]]:
@@ -277,6 +351,16 @@ def train(
 ) -> TrainOutcome:
     """Train one run (see the module docstring)."""
     hp = spec.hyperparams
+    if resume:
+        ckpt: Path | None = _resume_point(spec)
+        earlier = (
+            _read_yaml(spec.policy_dir / "metadata.yaml")
+            if (spec.policy_dir / "metadata.yaml").is_file()
+            else {}
+        )
+    else:
+        _refuse_existing(spec.policy_dir)
+        ckpt, earlier = None, {}
     spec.policy_dir.mkdir(parents=True, exist_ok=True)
     spec.runs_dir.mkdir(parents=True, exist_ok=True)
     spec.save_config()
@@ -285,7 +369,6 @@ def train(
     # The scenario as given (a name or a file): a file is never swapped for a namesake in envs/.
     venv = build_vec_env(hp, spec.scenario, env_cfg, spec.seed)
     eval_env = CriusEnv(scenario, env_cfg)
-    ckpt = latest_checkpoint(spec.policy_dir) if resume else None
     warm: dict[str, float] = {}
     sets = validation_sets(scenario, hp, env_cfg, spec.seed)
     if ckpt is not None:
@@ -310,8 +393,15 @@ def train(
 
     # Written now as well as at the end, so the checkpoints and best model of a run that is
     # killed outright (SIGKILL, a lost node) can still be loaded and checked.
-    base_meta = {
+    # A resume keeps the run's first command and date; its sessions are listed, and
+    # train_seconds adds up all of them.
+    sessions = [*list(earlier.get("sessions") or []), dict(spec.provenance)]
+    first: dict[str, Any] = {k: earlier[k] for k in ("command", "date") if k in earlier}
+    earlier_seconds = float(earlier.get("train_seconds") or 0.0)
+    base_meta: dict[str, Any] = {
         **spec.provenance,
+        **first,
+        "sessions": sessions,
         "run": spec.run,
         "seed": spec.seed,
         "policy": hp.policy,
@@ -348,7 +438,7 @@ def train(
             "in_progress": False,
             "timesteps": int(model.num_timesteps),
             "interrupted": interrupted,
-            "train_seconds": round(seconds, 1),
+            "train_seconds": round(earlier_seconds + seconds, 1),
             "best_validation": {"unfinished": validation.best[0], "avg_jct_s": validation.best[1]},
             **({"deployment": deployment} if deployment else {}),
         },

@@ -56,7 +56,7 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.cluster import ClusterSpec, build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
@@ -542,7 +542,8 @@ def load_scenario(name_or_path: str) -> Scenario:
         if not p.is_file():
             raise UnknownNameError("scenario", name_or_path, list_scenarios())
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        with utf8_text(p):
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise InputFileError(p, f"not valid YAML: {exc}") from exc
     except OSError as exc:

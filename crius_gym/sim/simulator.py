@@ -512,11 +512,14 @@ class Simulator:
             if rec.status not in (JobStatus.FUTURE, JobStatus.FINISHED, JobStatus.REJECTED):
                 self._touch(rec)
         jobs = tuple(job_result(r) for r in self._records)
-        finished = [r.finish_s for r in self._records if r.finish_s is not None]
+        # A finished run ends at its last event: the last finish, or the last arrival (a job
+        # that arrives after the last finish and is rejected still arrived in the run).
+        ends = [r.finish_s for r in self._records if r.finish_s is not None]
+        ends += [r.job.arrival_s for r in self._records if r.status is JobStatus.REJECTED]
         open_jobs = any(
             r.status not in (JobStatus.FINISHED, JobStatus.REJECTED) for r in self._records
         )
-        end = self.now_s if open_jobs or not finished else max(finished)
+        end = self.now_s if open_jobs or not ends else max(ends)
         arr = np.array(self._series, dtype=float) if self._series else np.zeros((0, 4))
         series = TimeSeries(
             time_s=arr[:, 0],

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
@@ -16,6 +17,52 @@ from crius_gym.sim.allocator import Allocator
 from crius_gym.sim.records import JobRecord, JobView
 from crius_gym.sim.truth import estimated_plan
 from crius_gym.workload.job import Job
+
+
+class JobQueue(Sequence[JobView]):
+    """A read-only view of waiting jobs in arrival order, built in O(1).
+
+    A decision that looks only at the head of a long queue (strict FCFS, or any policy that
+    stops early) then costs the same whatever the queue length: building a tuple of every
+    waiting job at each decision made an overloaded 50,000-job run quadratic.
+
+    Args:
+        records: every job record, by trace index.
+        indices: trace indices of the waiting jobs in arrival order (not copied: the view is
+            valid until the simulator next changes state, like its snapshot).
+    """
+
+    __slots__ = ("_indices", "_records")
+
+    def __init__(self, records: Sequence[JobRecord], indices: Sequence[int]) -> None:
+        self._records = records
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> JobView: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[JobView, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> JobView | tuple[JobView, ...]:
+        if isinstance(i, slice):
+            return tuple(self._records[k] for k in self._indices[i])
+        return self._records[self._indices[i]]
+
+    def __iter__(self) -> Iterator[JobView]:
+        records = self._records
+        return (records[k] for k in self._indices)
+
+    def __bool__(self) -> bool:
+        return bool(self._indices)
+
+    @property
+    def indices(self) -> Sequence[int]:
+        """Trace indices of the waiting jobs in arrival order (read-only)."""
+        return self._indices
 
 
 class Snapshot:
@@ -60,9 +107,12 @@ class Snapshot:
         self.future_arrivals = future_arrivals
 
     @cached_property
-    def waiting(self) -> tuple[JobView, ...]:
-        """Waiting jobs in arrival order (preempted jobs keep their arrival position)."""
-        return tuple(self._records[i] for i in self._waiting)
+    def waiting(self) -> JobQueue:
+        """Waiting jobs in arrival order (preempted jobs keep their arrival position).
+
+        A lazy sequence: iterating or indexing it costs only what is read.
+        """
+        return JobQueue(self._records, self._waiting)
 
     @cached_property
     def active(self) -> tuple[JobView, ...]:

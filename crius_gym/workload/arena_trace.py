@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crius_gym import datasets
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
 from crius_gym.workload.job import Job, Trace, TraceIssue
 from crius_gym.workload.models import ModelCatalog, ModelSpec, load_model_catalog
@@ -200,7 +200,7 @@ def read_arena_trace(
     issues: list[TraceIssue] = []
     first_line_of: dict[str, int] = {}
     # utf-8-sig: a byte-order mark would otherwise become part of the first column name.
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    with utf8_text(path), path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None or not any(h.strip() for h in header):

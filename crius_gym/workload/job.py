@@ -82,6 +82,16 @@ class Trace:
     def __len__(self) -> int:
         return len(self.jobs)
 
+    def skipped_report(self, limit: int = 20) -> list[str]:
+        """One line per skipped source row (``line N: reason``).
+
+        At most ``limit`` lines, then how many more; empty when nothing was skipped.
+        """
+        lines = [f"line {i.line}: {i.reason}" for i in self.skipped[:limit]]
+        if len(self.skipped) > limit:
+            lines.append(f"... and {len(self.skipped) - limit} more")
+        return lines
+
     def window(self, start: int, count: int, name: str | None = None) -> Trace:
         """``count`` consecutive jobs from index ``start``, arrivals shifted to start at 0."""
         jobs = self.jobs[start : start + count]

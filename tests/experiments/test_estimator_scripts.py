@@ -76,6 +76,13 @@ def test_calibrate_then_validate(tmp_path):
     assert "calibrate_estimator.py" in text  # the command is recorded
     fitted = yaml.safe_load(text)["frameworks"]["alpa"]
     assert "a40" in fitted["gpus"]
+    # No megatron rows: its packaged constants are kept, so every scenario still loads.
+    assert "megatron: no calibration rows; the packaged constants are kept" in text
+    assert "megatron" in yaml.safe_load(text)["frameworks"]
+    again = run(
+        "experiments/calibrate_estimator.py", "--measurements", str(csv_path), "--out", str(cal)
+    )
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr
 
     res = tmp_path / "res"
     out = run(

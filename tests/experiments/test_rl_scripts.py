@@ -201,6 +201,9 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     meta = yaml.safe_load((tmp_path / "policies" / "x" / "metadata.yaml").read_text())
     assert meta["timesteps"] >= saved[-1] + 256
     assert meta["warm_start"]["demonstrations"] > 0  # the first session's warm start is kept
+    # The run's first command stays; both sessions are listed and their seconds add up.
+    assert "200000" in meta["command"] and "--resume" not in meta["command"]
+    assert [("--resume" in s["command"]) for s in meta["sessions"]] == [False, True]
     # Validation keeps its schedule across the resume: one evaluation per eval_freq (256).
     steps = [
         float(line.split(",")[0])

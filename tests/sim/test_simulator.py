@@ -103,6 +103,16 @@ def test_rejected_when_it_fits_nowhere():
     assert math.isnan(res.summary.avg_jct_s)
 
 
+def test_late_rejection_counts_as_arrived():
+    # The second job arrives long after the first finished and can never run: it arrived,
+    # and the run lasts until it did (issue 14: it was missing from `arrived`).
+    sim = make_sim([{"gpu": "a100", "nodes": 1, "gpus_per_node": 1}])
+    late = job(1, 10**7, gpus=8)  # more GPUs than the cluster has
+    res = sim.run(trace(job(0, 0.0, iters=10), late), make_policy("fcfs"))
+    assert [j.status for j in res.jobs] == ["finished", "rejected"]
+    assert res.summary.arrived == 2 and res.summary.makespan_s == pytest.approx(10**7)
+
+
 def test_horizon_reports_unfinished():
     sim = make_sim([{"gpu": "a100", "nodes": 1, "gpus_per_node": 1}])
     res = sim.run(trace(job(0, 0.0, iters=10**6)), make_policy("fcfs"), horizon_s=1000.0)

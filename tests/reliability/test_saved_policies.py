@@ -1,0 +1,86 @@
+"""Saved policies that cannot be run are refused before any work, with the file and the reason
+(issue 14, item 5): empty, random or truncated zips, broken or partial metadata, and a zip whose
+spaces are not the ones its metadata describes."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from sb3_contrib import MaskablePPO
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, write_metadata
+
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference_policy"
+
+
+@pytest.fixture(scope="module")
+def env():
+    return CriusEnv("tiny")
+
+
+def run_folder(tmp_path, env, payload: bytes) -> Path:
+    d = tmp_path / "run"
+    d.mkdir()
+    write_metadata(d, env, {"run": "x"})
+    (d / "model.zip").write_bytes(payload)
+    return d / "model.zip"
+
+
+@pytest.mark.parametrize(
+    "payload", [b"", b"\x00not a zip at all\xff" * 10, b"PK\x03\x04truncated"], ids=str
+)
+def test_unreadable_zip_is_refused(tmp_path, env, payload):
+    path = run_folder(tmp_path, env, payload)
+    with pytest.raises(PolicyCompatibilityError, match=r"not a readable saved policy") as err:
+        load_policy(path, env)
+    assert str(path) in str(err.value)
+
+
+def test_truncated_reference_policy_is_refused(tmp_path, env):
+    src = REFERENCE / "best_model.zip"
+    if not src.is_file():
+        pytest.skip(f"{src} absent")
+    data = src.read_bytes()
+    path = run_folder(tmp_path, env, data[: len(data) // 2])
+    with pytest.raises(PolicyCompatibilityError, match=r"not a readable saved policy"):
+        load_policy(path, env)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("env_version: [unclosed\n", "metadata.yaml: not readable YAML"),
+        ("- a list\n", "metadata.yaml: expected a mapping"),
+        ("run: x\nenv_version: 4\n", "incomplete metadata, missing"),
+    ],
+)
+def test_broken_metadata_is_refused(tmp_path, env, text, match):
+    src = REFERENCE / "best_model.zip"
+    if not src.is_file():
+        pytest.skip(f"{src} absent")
+    d = tmp_path / "run"
+    d.mkdir()
+    shutil.copy(src, d / "best_model.zip")
+    (d / "metadata.yaml").write_text(text)
+    with pytest.raises(PolicyCompatibilityError, match=match):
+        load_policy(d / "best_model.zip", env)
+
+
+def test_zip_that_does_not_match_its_metadata_is_refused(tmp_path, env):
+    other = CriusEnv("tiny", {"window_jobs": 4})
+    MaskablePPO("MultiInputPolicy", other, n_steps=8, batch_size=8).save(tmp_path / "m.zip")
+    path = run_folder(tmp_path, env, (tmp_path / "m.zip").read_bytes())
+    with pytest.raises(PolicyCompatibilityError, match=r"do not match its metadata.yaml"):
+        load_policy(path, env)
+
+
+def test_reference_policy_loads(env):
+    src = REFERENCE / "best_model.zip"
+    if not src.is_file():
+        pytest.skip(f"{src} absent")
+    model, meta = load_policy(src, env)
+    assert meta["env_namespace"] == "crius_gym"
+    assert model.action_space == env.action_space
+    assert yaml.safe_load((REFERENCE / "metadata.yaml").read_text())["spaces"] == meta["spaces"]
