@@ -85,6 +85,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    # One interrupt is enough: a second one must not break the checkpoint being saved.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -146,7 +149,10 @@ def main() -> None:
         f"{hp.policy}, {hp.total_timesteps} timesteps, {hp.n_envs} envs, seed {spec.seed}",
         flush=True,
     )
-    outcome = train(spec, resume=bool(args.resume), log=lambda msg: print(msg, flush=True))
+    try:
+        outcome = train(spec, resume=bool(args.resume), log=lambda msg: print(msg, flush=True))
+    except KeyboardInterrupt:  # during start-up: train() said what was kept
+        raise SystemExit(130) from None
     print(
         f"saved {outcome.model_path} (best by validation JCT: {outcome.best_path}); "
         f"TensorBoard: tensorboard --logdir {spec.runs_dir}"

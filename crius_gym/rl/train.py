@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,16 +79,22 @@ class TrainSpec:
         """Write ``config.yaml`` (what ``--resume`` reads back).
 
         A resumed run keeps the command that started it; each resume is appended to
-        ``resumed_by`` (with its ``total_timesteps``, which a resume may only raise).
+        ``resumed_by`` with the ``total_timesteps`` it trained to. The file's own
+        ``total_timesteps`` is the run's target and never shrinks: a session told to stop
+        earlier leaves the rest for the next resume.
         """
         self.policy_dir.mkdir(parents=True, exist_ok=True)
         path = self.policy_dir / "config.yaml"
         old = _read_yaml(path) if path.is_file() else {}
         command = self.provenance.get("command", "")
+        hp = self.hyperparams.as_dict()
+        if old:
+            target = int((old.get("hyperparams") or {}).get("total_timesteps") or 0)
+            hp["total_timesteps"] = max(target, self.hyperparams.total_timesteps)
         body: dict[str, Any] = {
             "scenario": self.scenario,
             "seed": self.seed,
-            "hyperparams": self.hyperparams.as_dict(),
+            "hyperparams": hp,
             "command": old.get("command", command),
         }
         resumes = list(old.get("resumed_by") or [])
@@ -119,11 +126,6 @@ class TrainSpec:
             raise InputFileError(path, "not a run config (no scenario or hyperparams)")
         hp = dict(saved["hyperparams"])
         if total_timesteps:
-            if total_timesteps < int(hp.get("total_timesteps", 0)):
-                raise RunStateError(
-                    f"{policy_dir}: --total-timesteps {total_timesteps} is below the run's "
-                    f"{hp['total_timesteps']}; a resume continues a run, it never shortens it"
-                )
             hp["total_timesteps"] = total_timesteps
         return cls(
             run=policy_dir.name,
@@ -198,6 +200,12 @@ def _resume_point(spec: TrainSpec) -> Path:
             f"{spec.policy_dir}: the run finished at {done} timesteps; pass a larger "
             "--total-timesteps to train it further"
         )
+    steps = done if ckpt == final else int(ckpt.stem.split("_")[1])
+    if steps >= spec.hyperparams.total_timesteps:
+        raise RunStateError(
+            f"{spec.policy_dir}: already trained {steps} timesteps >= --total-timesteps "
+            f"{spec.hyperparams.total_timesteps}; nothing to do"
+        )
     return ckpt
 
 
@@ -210,8 +218,12 @@ def _refuse_existing(policy_dir: Path) -> None:
         )
 
 
-def _make_env_fn(scenario: str, env_cfg: EnvConfig) -> Callable[[], gym.Env[Any, Any]]:
+def _make_env_fn(
+    scenario: str, env_cfg: EnvConfig, subprocess: bool = False
+) -> Callable[[], gym.Env[Any, Any]]:
     def _make() -> gym.Env[Any, Any]:
+        if subprocess:  # in the worker: Ctrl-C to the process group is the trainer's to handle
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         return Monitor(CriusEnv(scenario, env_cfg), info_keywords=EPISODE_KEYS)
 
     return _make
@@ -219,7 +231,8 @@ def _make_env_fn(scenario: str, env_cfg: EnvConfig) -> Callable[[], gym.Env[Any,
 
 def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: int) -> VecEnv:
     """The training VecEnv (Monitor-wrapped envs, ``DummyVecEnv`` or ``SubprocVecEnv``)."""
-    fns = [_make_env_fn(scenario, env_cfg) for _ in range(hp.n_envs)]
+    sub = hp.vec_env == "subproc"
+    fns = [_make_env_fn(scenario, env_cfg, sub) for _ in range(hp.n_envs)]
     venv: VecEnv = SubprocVecEnv(fns) if hp.vec_env == "subproc" else DummyVecEnv(fns)
     venv.seed(seed)
     return venv
@@ -366,22 +379,34 @@ def train(
     spec.save_config()
     scenario = load_scenario(spec.scenario)
     env_cfg = EnvConfig(**dict(hp.env))
-    # The scenario as given (a name or a file): a file is never swapped for a namesake in envs/.
-    venv = build_vec_env(hp, spec.scenario, env_cfg, spec.seed)
-    eval_env = CriusEnv(scenario, env_cfg)
-    warm: dict[str, float] = {}
-    sets = validation_sets(scenario, hp, env_cfg, spec.seed)
-    if ckpt is not None:
-        model = SequencePPO.load(ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir))
-        log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
-        # The warm start happened in the first session: keep its record (unless the run was
-        # killed before it wrote any metadata).
-        with contextlib.suppress(PolicyCompatibilityError):
-            warm = dict(read_metadata(ckpt).get("warm_start") or {})
-    else:
-        model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
-        if hp.warm_start == "crius":
-            warm = warm_start(model, hp, eval_env, sets[0], spec.seed, log)
+    venv: VecEnv | None = None
+    try:
+        # The scenario as given (a name or a file): never swapped for a namesake in envs/.
+        venv = build_vec_env(hp, spec.scenario, env_cfg, spec.seed)
+        eval_env = CriusEnv(scenario, env_cfg)
+        warm: dict[str, float] = {}
+        sets = validation_sets(scenario, hp, env_cfg, spec.seed)
+        if ckpt is not None:
+            model = SequencePPO.load(
+                ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir)
+            )
+            log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
+            # The warm start happened in the first session: keep its record (unless the run
+            # was killed before it wrote any metadata).
+            with contextlib.suppress(PolicyCompatibilityError):
+                warm = dict(read_metadata(ckpt).get("warm_start") or {})
+        else:
+            model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
+            if hp.warm_start == "crius":
+                warm = warm_start(model, hp, eval_env, sets[0], spec.seed, log)
+    except KeyboardInterrupt:
+        # Before the first training step there is nothing new to save: say so, no traceback.
+        if venv is not None:
+            with contextlib.suppress(Exception):
+                venv.close()
+        where = f"resume later with --resume {spec.run}" if ckpt is not None else "start again"
+        log(f"\ninterrupted during start-up, before any training step; nothing saved ({where})")
+        raise
     validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
     callbacks = [
@@ -409,6 +434,9 @@ def train(
         "tensorboard": str(spec.runs_dir),
     }
     write_metadata(spec.policy_dir, eval_env, {**base_meta, "in_progress": True})
+    if ckpt is None:  # a resume after this point keeps the warm start (no second cloning)
+        with atomic_path(spec.policy_dir / "checkpoints" / "model_0.zip") as tmp:
+            model.save(tmp)
     t0 = time.perf_counter()
     interrupted = False
     try:
@@ -424,12 +452,28 @@ def train(
         log(f"\ninterrupted: checkpoint saved to {path}")
     seconds = time.perf_counter() - t0
     model.close_pool()
-    venv.close()
+    # After an interrupt a subprocess env may already be gone (Ctrl-C reaches the whole
+    # process group): the model is what matters, so closing is best effort then.
+    with (
+        contextlib.suppress(EOFError, BrokenPipeError, ConnectionResetError)
+        if interrupted
+        else contextlib.nullcontext()
+    ):
+        venv.close()
 
     model_path = spec.policy_dir / "model.zip"
     with atomic_path(model_path) as tmp:
         model.save(tmp)
-    deployment = None if interrupted else _select_deployment(spec, scenario, env_cfg, model, log)
+    deployment = None
+    if not interrupted:
+        try:
+            deployment = _select_deployment(spec, scenario, env_cfg, model, log)
+        except KeyboardInterrupt:
+            # Training is complete and saved; only the margin is missing (select it later).
+            log(
+                "\ninterrupted during the guide-margin selection: the policy is saved without "
+                f"one (experiments/select_guide_margin.py --policy {spec.policy_dir})"
+            )
     write_metadata(
         spec.policy_dir,
         eval_env,

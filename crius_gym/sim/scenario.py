@@ -65,6 +65,7 @@ from crius_gym.perf.tuner import Tuner, TunerConfig, layouts_for
 from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.simulator import SimConfig, Simulator
 from crius_gym.sim.truth import ArtifactTableTruth, EstimatorTruth, GroundTruth, MeasuredTruth
+from crius_gym.workload.models import load_model_catalog
 from crius_gym.workload.job import Job, Trace
 from crius_gym.workload.synthetic import (
     SyntheticConfig,
@@ -371,6 +372,19 @@ def _build(cls: type[Any], values: Mapping[str, Any], path: str, key: str) -> An
         raise InputFileError(path, str(exc), field=key) from exc
 
 
+def _trace_ref(ref: str, path: str) -> str:
+    """Where ``workload.trace`` points.
+
+    A named public trace as it stands; a relative file path resolved against the scenario
+    file's folder (not the working directory).
+    """
+    from crius_gym import datasets
+
+    if ref in datasets.ARENA_TRACES or Path(ref).is_absolute() or not Path(path).is_file():
+        return ref
+    return str((Path(path).parent / ref).resolve())
+
+
 def _synthetic(raw: Any, path: str) -> SyntheticConfig:
     """``workload.synthetic``: overrides of the Philly defaults, or of a named ``preset``."""
     where = "workload.synthetic"
@@ -379,14 +393,23 @@ def _synthetic(raw: Any, path: str) -> SyntheticConfig:
     values = dict(raw)
     name = values.pop("preset", None)
     if name is None:
-        return _build(SyntheticConfig, values, path, where)  # type: ignore[no-any-return]
-    try:
-        base = synthetic_preset(str(name))
-        return SyntheticConfig.from_mapping({**base.to_dict(), **values})
-    except UnknownNameError as exc:
-        raise InputFileError(path, str(exc), field=f"{where}.preset") from exc
-    except ConfigError as exc:
-        raise InputFileError(path, str(exc), field=where) from exc
+        cfg: SyntheticConfig = _build(SyntheticConfig, values, path, where)
+    else:
+        try:
+            base = synthetic_preset(str(name))
+            cfg = SyntheticConfig.from_mapping({**base.to_dict(), **values})
+        except UnknownNameError as exc:
+            raise InputFileError(path, str(exc), field=f"{where}.preset") from exc
+        except ConfigError as exc:
+            raise InputFileError(path, str(exc), field=where) from exc
+    # Checked here, where the file and key are known (the generator would find out later).
+    catalog = load_model_catalog()
+    for model, _ in cfg.model_mix:
+        try:
+            catalog.get(model)
+        except UnknownNameError as exc:
+            raise InputFileError(path, str(exc), field=f"{where}.model_mix") from exc
+    return cfg
 
 
 def _parse_mix(raw: Mapping[str, Any], path: str, default_name: str) -> Scenario:
@@ -485,7 +508,7 @@ def parse_scenario(raw: Any, path: str, default_name: str) -> Scenario:
         workload = WorkloadSpec(
             synthetic=synthetic,
             load=None if wl.get("load") is None else float(wl["load"]),
-            trace=None if wl.get("trace") is None else str(wl["trace"]),
+            trace=None if wl.get("trace") is None else _trace_ref(str(wl["trace"]), path),
             iteration_divisor=wl.get("iteration_divisor"),
         )
     except (ConfigError, ValueError) as exc:

@@ -178,7 +178,10 @@ def test_interrupt_saves_and_resume_continues(tmp_path):
     )
     ckpts = tmp_path / "policies" / "x" / "checkpoints"
     deadline = time.time() + 600
-    while time.time() < deadline and not list(ckpts.glob("model_*.zip")):
+    # model_0 is the warm start's checkpoint; wait for one written during learning.
+    while time.time() < deadline and not any(
+        int(p.stem.split("_")[1]) > 0 for p in ckpts.glob("model_*.zip")
+    ):
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=300)

@@ -110,3 +110,27 @@ def test_env_accepts_numpy_integers(tiny_env):
 def test_env_refuses_unknown_reset_options(tiny_env, options, match):
     with pytest.raises(ConfigError, match=match):
         tiny_env.reset(options=options)
+
+
+def test_unknown_model_in_model_mix_names_file_and_key(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: m\ncluster:\n  - {gpu: a100, nodes: 1, gpus_per_node: 4}\n"
+        "workload: {synthetic: {num_jobs: 5, model_mix: {bert-760m: 1, gpt-99t: 1}}}\n"
+    )
+    with pytest.raises(
+        InputFileError, match=r"m\.yaml, field 'workload\.synthetic\.model_mix'.*gpt-99t"
+    ):
+        load_scenario(str(path))
+
+
+def test_relative_trace_path_is_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "t.yaml"
+    path.write_text(
+        "name: t\ncluster:\n  - {gpu: a100, nodes: 1, gpus_per_node: 4}\n"
+        "workload: {trace: traces/mine.csv}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    sc = load_scenario(str(path))
+    assert sc.workload.trace == str(tmp_path / "sub" / "traces" / "mine.csv")

@@ -59,14 +59,28 @@ def test_new_run_never_overwrites_an_existing_one(tmp_path):
     assert folder_state(spec.policy_dir) == before
 
 
-def test_resume_never_shortens_a_run(tmp_path):
+def test_resume_never_shrinks_the_run_target(tmp_path):
     spec = spec_in(tmp_path)
     spec.save_config()
     total = spec.hyperparams.total_timesteps
-    with pytest.raises(RunStateError, match=r"never shortens"):
-        TrainSpec.from_saved(spec.policy_dir, spec.runs_dir, {}, total_timesteps=total - 1)
-    longer = TrainSpec.from_saved(spec.policy_dir, spec.runs_dir, {}, total_timesteps=total + 1)
-    assert longer.hyperparams.total_timesteps == total + 1
+    short = TrainSpec.from_saved(spec.policy_dir, spec.runs_dir, {}, total_timesteps=total - 1)
+    assert short.hyperparams.total_timesteps == total - 1  # this session stops earlier
+    short.save_config()
+    saved = yaml.safe_load((spec.policy_dir / "config.yaml").read_text())
+    assert saved["hyperparams"]["total_timesteps"] == total  # the run's target is kept
+    assert saved["resumed_by"][-1]["total_timesteps"] == total - 1
+
+
+def test_resume_below_the_trained_timesteps_is_refused(tmp_path):
+    spec = spec_in(tmp_path)
+    spec.save_config()
+    (spec.policy_dir / "checkpoints").mkdir()
+    (spec.policy_dir / "checkpoints" / "model_1000.zip").write_bytes(b"x")
+    short = TrainSpec.from_saved(spec.policy_dir, spec.runs_dir, {}, total_timesteps=500)
+    with pytest.raises(
+        RunStateError, match=r"already trained 1000 timesteps >= --total-timesteps 500"
+    ):
+        train(short, resume=True, log=lambda _m: None)
 
 
 def test_resume_keeps_the_first_command(tmp_path):

@@ -1,0 +1,60 @@
+"""Interrupts at every phase of train_ppo.py end cleanly (issue 14, item 7): during start-up
+(no traceback, nothing claimed saved), and a second SIGTERM while the interrupt checkpoint is
+being written does not break it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from tests.conftest import REPO
+from tests.experiments.test_rl_scripts import TINY
+
+
+def start(tmp_path, name, total="200000"):
+    args = [*TINY, "--out", str(tmp_path), "--run-name", name]
+    args[args.index("--total-timesteps") + 1] = total
+    return subprocess.Popen(
+        [sys.executable, "experiments/train_ppo.py", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def wait_for(predicate, seconds=600):
+    deadline = time.time() + seconds
+    while time.time() < deadline and not predicate():
+        time.sleep(0.2)
+    assert predicate(), "timed out"
+
+
+def test_sigterm_during_start_up_exits_cleanly(tmp_path):
+    proc = start(tmp_path, "s")
+    # The run folder's config is written first, before envs, the model and the warm start.
+    wait_for(lambda: (tmp_path / "policies" / "s" / "config.yaml").is_file())
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stdout
+
+
+def test_second_sigterm_does_not_break_the_interrupt_save(tmp_path):
+    proc = start(tmp_path, "d")
+    ckpts = tmp_path / "policies" / "d" / "checkpoints"
+    wait_for(lambda: any(int(p.stem.split("_")[1]) > 0 for p in ckpts.glob("model_*.zip")))
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "--resume d" in stdout
+    meta = yaml.safe_load((tmp_path / "policies" / "d" / "metadata.yaml").read_text())
+    assert meta["in_progress"] is False and meta["interrupted"] is True
+    assert (tmp_path / "policies" / "d" / "model.zip").is_file()
