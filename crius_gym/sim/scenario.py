@@ -65,8 +65,8 @@ from crius_gym.perf.tuner import Tuner, TunerConfig, layouts_for
 from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.simulator import SimConfig, Simulator
 from crius_gym.sim.truth import ArtifactTableTruth, EstimatorTruth, GroundTruth, MeasuredTruth
-from crius_gym.workload.models import load_model_catalog
 from crius_gym.workload.job import Job, Trace
+from crius_gym.workload.models import load_model_catalog
 from crius_gym.workload.synthetic import (
     SyntheticConfig,
     generate,
