@@ -31,13 +31,20 @@ from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import get_framework
-from crius_gym.perf.measurements import load_measurements
+from crius_gym.perf.measurements import load_measurements, load_published_runs
+from crius_gym.perf.plan import Layout
 from crius_gym.perf.tuner import Tuner, TunerConfig
 from crius_gym.perf.validation import error_summary, oom_agreement, prediction_table
 from crius_gym.provenance import Provenance
-from crius_gym.workload.models import load_model_catalog
+from crius_gym.workload.models import build_model, load_model_catalog
 
-TARGETS = {"arena_holdout_mape": 15.0, "arena_oom_agreement": 90.0, "megatron_holdout_mape": 10.0}
+TARGETS = {
+    "arena_holdout_mape": 12.0,  # issue 12 (issue 2: 15%)
+    "arena_oom_agreement": 90.0,
+    "megatron_holdout_mape": 10.0,
+    "published_mape": 10.0,  # Megatron-style published runs outside the fit (issue 12)
+    "wide_resnet_holdout_mape": 15.0,  # issue 12
+}
 #: The Crius paper's simulated cluster (Arena sim_cluster_spec.json): four GPU types.
 SIM_CLUSTER = [
     {"gpu": "a100", "nodes": 80, "gpus_per_node": 4},
@@ -82,6 +89,12 @@ def parse_args() -> argparse.Namespace:
         help="calibration YAML (default: the packaged crius_gym/data/calibration.yaml)",
     )
     p.add_argument(
+        "--no-published",
+        action="store_true",
+        help="leave out the packaged published large runs (crius_gym/data/published_runs.csv; "
+        "validation only, never fitted), which are added to the default measurements",
+    )
+    p.add_argument(
         "--tuner-repeats",
         type=int,
         default=3,
@@ -121,6 +134,49 @@ def group_tables(df: pd.DataFrame) -> list[str]:
     return out
 
 
+def published_section(df: pd.DataFrame) -> list[str]:
+    """MAPE of the published large runs per source and per plan feature (none: no such rows)."""
+    pub = df[df["dataset"] == "published"].copy()
+    if pub.empty:
+        return []
+    pub["source_name"] = pub["source"].fillna("").str.split(r"[ ,(]", regex=True).str[0]
+    pub["recompute"] = pub["pred_recompute"]
+    pub["interleaved"] = pub["pred_interleave"].fillna(1) > 1
+    pub["sequence_parallel"] = pub["pred_sequence_parallel"]
+    parts = [error_summary(pub).rename(index={0: "all"})]
+    for col, label in (
+        ("source_name", "source"),
+        ("framework", "framework"),
+        ("recompute", "recompute"),
+        ("interleaved", "interleaved"),
+        ("sequence_parallel", "sequence parallel"),
+    ):
+        t = error_summary(pub, by=col)
+        t.index = [f"{label}={i}" for i in t.index]
+        parts.append(t)
+    unsupported = pub[pub["unsupported"].fillna("") != ""]
+    return [
+        "## Published large runs (validation only)",
+        "",
+        f"{len(pub)} published runs from `crius_gym/data/published_runs.csv` (sources and "
+        "conversions: `docs/published_runs_sources.md`): vTrain's measured Megatron-DeepSpeed "
+        "plans on A100 (3.6B–175B), Korthikanti et al. 2022 Table 5 (22B–1T, full and "
+        "selective recomputation with sequence parallelism), Narayanan et al. 2021 Table 2, "
+        "MT-NLG 530B, the Megatron-LM README's GPT-3 175B, BLOOM-176B and an Alpa benchmark. "
+        "All are `holdout`: no fit saw them. The feature rows group by the plan the estimator "
+        "priced (the row's fixed columns, the searched ones as chosen).",
+        "",
+        fmt(pd.concat(parts)),
+        "",
+        f"{len(unsupported)} rows fix a plan the estimator does not model "
+        f"({', '.join(sorted(set(unsupported['unsupported'])))}) and are left out of the MAPE "
+        "and the OOM agreement."
+        if len(unsupported)
+        else "Every published row is within the modelled plan space.",
+        "",
+    ]
+
+
 def scatter(df: pd.DataFrame, path: Path, caption: str) -> bool:
     """Predicted against measured time (False, and no file, when no row has both)."""
     ok = df[df["error_pct"].notna()]
@@ -156,6 +212,54 @@ def scatter(df: pd.DataFrame, path: Path, caption: str) -> bool:
     return True
 
 
+def cold_tune_ms(framework: str, calibration: str | None, repeats: int) -> list[float]:
+    """Median cold-cache tuning time (ms) of each Arena (model, batch) on the 4-type cluster."""
+    cluster = build_cluster(SIM_CLUSTER)
+    est = Estimator(get_framework(framework), get_calibration(framework, calibration))
+    models = load_model_catalog()
+    out = []
+    for name, batch in ARENA_JOBS:
+        runs = []
+        for _ in range(repeats):
+            tuner = Tuner(cluster, est, TunerConfig())
+            t0 = time.perf_counter()
+            tuner.tune(models.get(name), batch)
+            runs.append(time.perf_counter() - t0)
+        out.append(statistics.median(runs) * 1000)
+    return out
+
+
+def large_cell_search(calibration: str | None, repeats: int) -> tuple[float, int, str]:
+    """Search one GPT-3 175B Cell of 1,024 A100 80 GB (128 DGX nodes) at B 1536.
+
+    Every stage count and the whole Megatron-LM plan space; returns (median seconds, plans
+    priced, best plan).
+    """
+    group = build_cluster(
+        [{"gpu": "a100-80gb", "nodes": 128, "gpus_per_node": 8, "nics_per_node": 8}]
+    ).groups[0]
+    model = build_model(
+        "gpt-175b",
+        "gpt",
+        {
+            "hidden_size": 12288,
+            "num_heads": 96,
+            "num_layers": 96,
+            "seq_len": 2048,
+            "vocab_size": 51200,
+            "dtype": "fp16",
+        },
+    )
+    est = Estimator(get_framework("megatron"), get_calibration("megatron", calibration))
+    runs, priced, plan = [], 0, ""
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        best, priced = est.search(model, 1536, group, Layout(128, 8))
+        runs.append(time.perf_counter() - t0)
+        plan = "none fits" if best is None else f"{best.plan} ({best.iter_time_s:.1f} s)"
+    return statistics.median(runs), priced, plan
+
+
 def tuner_section(calibration: str | None, repeats: int) -> str:
     cluster = build_cluster(SIM_CLUSTER)
     est = Estimator(get_framework("alpa"), get_calibration("alpa", calibration))
@@ -180,6 +284,8 @@ def tuner_section(calibration: str | None, repeats: int) -> str:
         if not res.feasible:
             infeasible_jobs.append(f"{name}/{batch}")
     cfg = TunerConfig()
+    megatron_ms = cold_tune_ms("megatron", calibration, repeats)
+    big_s, big_priced, big_plan = large_cell_search(calibration, repeats)
     lines = [
         "## Tuner",
         "",
@@ -205,6 +311,11 @@ def tuner_section(calibration: str | None, repeats: int) -> str:
         f"| reduction of the Cell search against the joint search | {joint / priced:.3g}× |",
         f"| candidate Cells per job (median, max) | {statistics.median(cands):.0f}, {max(cands)} |",
         f"| jobs that fit nowhere | {', '.join(infeasible_jobs) or 'none'} |",
+        f"| the same cold tune with the Megatron-LM plan space (3 recompute modes, sequence "
+        f"parallelism, distributed optimizer, interleaving, 4 microbatch sizes), median / max | "
+        f"{statistics.median(megatron_ms):.1f} / {max(megatron_ms):.1f} ms |",
+        f"| one Cell of GPT-3 175B on 1,024 A100 80 GB (128×8), B 1536, every stage count, "
+        f"Megatron-LM plan space | {1000 * big_s:.0f} ms, {big_priced} plans; best {big_plan} |",
         "",
         "Tuning overhead a job pays when it (re)starts on a Cell (Arena's constants, "
         "configurable in `TunerConfig`):",
@@ -230,6 +341,8 @@ def main() -> None:
     out = Path(args.out)
     print("loading measurements ...", flush=True)
     rows = load_measurements(args.measurements, args.data_dir)
+    if not args.measurements and not args.no_published:
+        rows += load_published_runs()
     if not rows:
         where = ", ".join(map(str, args.measurements or [])) or "the default measurements"
         raise SystemExit(f"{where}: no measurement rows (header only?)")
@@ -278,6 +391,37 @@ def main() -> None:
             f"{'met' if ok else f'missed by {val - TARGETS[key]:.1f} points'} |"
         )
         verdicts.append(ok)
+    wrn = df[
+        (df["dataset"] == "arena")
+        & (df["split"] == "holdout")
+        & (df["model_family"] == "wide_resnet")
+    ]
+    if not wrn.empty:
+        val = float(error_summary(wrn)["mape_pct"].iloc[0])
+        goal = TARGETS["wide_resnet_holdout_mape"]
+        ok = val <= goal
+        target_rows.append(
+            f"| Arena Wide-ResNet held-out MAPE | {val:.1f}% | ≤ {goal:.0f}% | "
+            f"{'met' if ok else f'missed by {val - goal:.1f} points'} |"
+        )
+        verdicts.append(ok)
+    pub = df[(df["dataset"] == "published") & (df["framework"] == "megatron")]
+    if not pub.empty:
+        val = float(error_summary(pub)["mape_pct"].iloc[0])
+        goal = TARGETS["published_mape"]
+        ok = val <= goal
+        target_rows.append(
+            f"| Published Megatron-style runs (outside the fit) MAPE | {val:.1f}% | "
+            f"≤ {goal:.0f}% | {'met' if ok else f'missed by {val - goal:.1f} points'} |"
+        )
+        verdicts.append(ok)
+        o = oom_agreement(df[df["dataset"] == "published"])
+        ok = o["false_oom"] == 0
+        target_rows.append(
+            f"| Published runs called infeasible (false OOM) | {int(o['false_oom'])} of "
+            f"{int(o['rows'])} | 0 | {'met' if ok else 'missed'} |"
+        )
+        verdicts.append(ok)
     arena = df[df["dataset"] == "arena"]
     if not arena.empty:
         oom = oom_agreement(arena)
@@ -306,6 +450,7 @@ def main() -> None:
         "",
         *group_tables(df),
     ]
+    sections += published_section(df)
     # --- OOM
     sections += ["## OOM / infeasible agreement", ""]
     for dataset in sorted(df["dataset"].unique()):

@@ -258,8 +258,13 @@ class Estimator:
         layout: Layout,
         stages: int,
         gpus_per_node_cap: int,
+        constraints: PlanConstraints | None = None,
     ) -> Iterator[Plan]:
         """Every plan the framework may run in a Cell (before memory checks).
+
+        The framework's options are what a search tries; a dimension fixed by ``constraints``
+        (a measured run's plan) takes the given value instead, also when the search would not
+        try it (e.g. Megatron-LM microbatch size 3, or 4 microbatches under Alpa).
 
         Args:
             model: the model.
@@ -268,7 +273,9 @@ class Estimator:
             stages: the Cell's pipeline stages.
             gpus_per_node_cap: GPUs per node of the node group (tensor parallelism stays inside
                 a node and inside the GPUs the layout holds on it).
+            constraints: fixed plan dimensions (None: all searched).
         """
+        cons = constraints or PlanConstraints()
         n = layout.num_gpus
         if stages < 1 or n % stages:
             return
@@ -278,34 +285,73 @@ class Estimator:
         if (q <= g and g % q) or (q > g and q % g):
             return
         fw = self.framework
+        recompute = (cons.recompute,) if cons.recompute is not None else fw.recompute_options
+        seq_par = (
+            (cons.sequence_parallel,)
+            if cons.sequence_parallel is not None
+            else fw.sequence_parallel_options
+        )
+        dist_opt = (
+            (cons.distributed_optimizer,)
+            if cons.distributed_optimizer is not None
+            else fw.distributed_optimizer_options
+        )
+        interleave = self._interleavings(model, stages, cons.interleave)
         t = 1
         while t <= min(q, g, gpus_per_node_cap, model.max_tensor_parallel):
-            if isinstance(model, TransformerSpec | MoESpec) and model.num_heads % t:
+            if (isinstance(model, TransformerSpec | MoESpec) and model.num_heads % t) or (
+                cons.tensor is not None and t != cons.tensor
+            ):
                 t *= 2
                 continue
             d = q // t
-            for m, b in self._microbatching(global_batch, d):
+            for m, b in self._microbatching(global_batch, d, cons.microbatch_size):
                 if (
                     isinstance(model, MoESpec)
                     and b * d * model.seq_len < d * model.expert_group_size
                 ):
                     continue  # fewer routing groups than data-parallel ranks
-                for rc in fw.recompute_options:
-                    for v in fw.interleave_options:
-                        if v > 1 and (stages == 1 or m % stages):
-                            continue
-                        for sp in fw.sequence_parallel_options:
+                for rc in recompute:
+                    for v in interleave:
+                        if v > 1 and m % stages:
+                            continue  # interleaving needs whole rounds of microbatches
+                        for sp in seq_par:
                             if sp and t == 1:
                                 continue
-                            for do in fw.distributed_optimizer_options:
-                                if do and d == 1 and len(fw.distributed_optimizer_options) > 1:
+                            for do in dist_opt:
+                                if do and d == 1 and len(dist_opt) > 1:
                                     continue  # nothing to shard over: the same plan twice
                                 yield Plan(stages, d, t, m, rc, v, sp, do)
             t *= 2
 
-    def _microbatching(self, global_batch: int, data: int) -> Iterator[tuple[int, float]]:
-        """(microbatch count, samples per replica per microbatch) options."""
+    def _interleavings(self, model: ModelSpec, stages: int, fixed: int | None) -> list[int]:
+        """Virtual stages per GPU to try.
+
+        Each v up to the framework's ``max_interleave`` (or the fixed one) that divides the
+        layers of every stage; v > 1 needs two or more stages.
+        """
+        cap = self.framework.max_interleave if fixed is None else fixed
+        wanted = [fixed] if fixed is not None else list(range(1, cap + 1))
+        if stages == 1 or cap == 1:
+            return [v for v in wanted if v == 1]
+        body = sum(1 for x in model_costs(model).layers if x.kind in ("gemm", "conv"))
+        if body % stages:  # uneven stages: only plain 1F1B
+            return [v for v in wanted if v == 1]
+        per_stage = body // stages
+        return [v for v in wanted if per_stage % v == 0]
+
+    def _microbatching(
+        self, global_batch: int, data: int, fixed_size: int | None = None
+    ) -> Iterator[tuple[int, float]]:
+        """(microbatch count, samples per replica per microbatch) options.
+
+        One option when the per-replica microbatch size is fixed.
+        """
         fw = self.framework
+        if fixed_size is not None:
+            if global_batch % (data * fixed_size) == 0:
+                yield global_batch // (data * fixed_size), float(fixed_size)
+            return
         if fw.microbatches is not None:
             m = fw.microbatches
             b = global_batch / (m * data)
@@ -515,7 +561,7 @@ class Estimator:
         plans = (
             plan
             for stages in stage_options
-            for plan in self.plans(model, global_batch, layout, stages, group.gpus_per_node)
+            for plan in self.plans(model, global_batch, layout, stages, group.gpus_per_node, cons)
             if cons.admits(plan, global_batch)
         )
         return self._fastest(model, global_batch, group, layout, plans)

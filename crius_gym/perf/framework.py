@@ -23,7 +23,9 @@ class FrameworkProfile:
         microbatches: fixed microbatch count per iteration, or None to search microbatch sizes.
         microbatch_sizes: per-replica microbatch sizes searched when ``microbatches`` is None.
         recompute_options: activation recomputation modes the plan search tries.
-        interleave_options: interleaved-pipeline degrees the plan search tries.
+        max_interleave: the interleaved 1F1B schedule's virtual stages per GPU that the plan
+            search tries: every v <= max_interleave that divides the layers of each stage
+            (1 = plain 1F1B only).
         sequence_parallel_options: sequence parallelism on/off options the plan search tries
             (with tensor parallelism only).
         distributed_optimizer_options: whether optimizer states are split over the
@@ -46,7 +48,7 @@ class FrameworkProfile:
     microbatches: int | None
     microbatch_sizes: tuple[int, ...]
     recompute_options: tuple[Recompute, ...]
-    interleave_options: tuple[int, ...]
+    max_interleave: int
     distributed_optimizer_options: tuple[bool, ...]
     fp32_main_grads: bool
     usable_memory_fraction: float
@@ -62,8 +64,10 @@ class FrameworkProfile:
             raise ConfigError(f"framework {self.name}: give microbatches or microbatch_sizes")
         if not 0 < self.usable_memory_fraction <= 1:
             raise ConfigError(f"framework {self.name}: usable_memory_fraction must be in (0, 1]")
-        if not self.recompute_options or not self.interleave_options:
-            raise ConfigError(f"framework {self.name}: recompute and interleave options needed")
+        if not self.recompute_options:
+            raise ConfigError(f"framework {self.name}: recompute options needed")
+        if self.max_interleave < 1:
+            raise ConfigError(f"framework {self.name}: max_interleave must be >= 1")
         bad = [r for r in self.recompute_options if r not in RECOMPUTE_MODES]
         if bad:
             known = ", ".join(RECOMPUTE_MODES)
@@ -91,7 +95,7 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         microbatches=None if mb is None else int(mb),
         microbatch_sizes=tuple(int(x) for x in entry.get("microbatch_sizes") or ()),
         recompute_options=tuple(entry["recompute_options"]),
-        interleave_options=tuple(int(x) for x in entry["interleave_options"]),
+        max_interleave=int(entry["max_interleave"]),
         distributed_optimizer_options=tuple(
             bool(x) for x in entry["distributed_optimizer_options"]
         ),

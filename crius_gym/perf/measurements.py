@@ -498,6 +498,22 @@ def load_public_measurements(data_dir: str | Path | None = None) -> list[Measure
     ]
 
 
+PUBLISHED_RUNS = "published_runs.csv"
+
+
+def load_published_runs() -> list[Measurement]:
+    """Published timings of large runs (``crius_gym/data/published_runs.csv``), for validation.
+
+    Megatron-LM, Megatron-DeepSpeed (vTrain's ground truth, BLOOM), MT-NLG and Alpa runs with
+    a citation per row (``docs/published_runs_sources.md``); every row is ``holdout``, so no
+    fit ever sees them.
+    """
+    from importlib import resources
+
+    with resources.as_file(resources.files("crius_gym") / "data" / PUBLISHED_RUNS) as path:
+        return read_measurements(path)
+
+
 def load_measurements(
     paths: Sequence[str | Path] | None = None, data_dir: str | Path | None = None
 ) -> list[Measurement]:
