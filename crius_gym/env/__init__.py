@@ -1,8 +1,8 @@
-"""Gymnasium environment over the simulator; importing it registers the scenario ids."""
+"""Gymnasium environment over the simulator (the ids are registered by ``import crius_gym``)."""
 
-from crius_gym.env.cluster_env import ENV_VERSION, CriusEnv
+from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.env.registration import env_id, register_scenarios
+from crius_gym.registration import ENV_VERSION, env_id, register_scenarios
 
 REGISTERED_IDS = register_scenarios()
 

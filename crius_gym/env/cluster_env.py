@@ -20,6 +20,7 @@ from crius_gym.env.decision import CellSelector, DecisionState, build_decision_s
 from crius_gym.env.features import ObservationEncoder
 from crius_gym.env.guide import Guide
 from crius_gym.env.reference import JobsInSystemIntegral
+from crius_gym.env.render import render_cluster
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
@@ -28,11 +29,6 @@ from crius_gym.sim.records import JobStatus
 from crius_gym.sim.scenario import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult, Simulator
 from crius_gym.workload.job import Trace
-
-#: Bump on any change to observations, actions, reward or dynamics (the registered ids carry it).
-ENV_VERSION = 4
-#: Versions whose saved policies run unchanged in this one (same spaces, same dynamics).
-COMPATIBLE_VERSIONS = (4,)
 
 
 @dataclass
@@ -113,7 +109,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     ## Arguments
     ``scenario`` (name or :class:`Scenario`), ``config`` (:class:`EnvConfig` or a mapping of its
-    fields), ``render_mode`` (``None`` or ``"ansi"``).
+    fields), ``render_mode`` (``None``, ``"ansi"`` or ``"rgb_array"``; another mode warns and
+    renders nothing).
 
     ## Version history
     * v3: v1's dynamics, with the window's Cells an explicit setting
@@ -126,7 +123,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     * v0: initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(
         self,
@@ -135,8 +132,12 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         render_mode: str | None = None,
         tuner: Tuner | None = None,
     ) -> None:
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            # Gymnasium's convention (and SB3's make_vec_env, which asks for rgb_array): warn.
+            gym.logger.warn(
+                f"render_mode {render_mode!r} not in {self.metadata['render_modes']}; "
+                "render() will return None"
+            )
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.config = config if isinstance(config, EnvConfig) else EnvConfig(**(config or {}))
         self.render_mode = render_mode
@@ -570,12 +571,22 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         truncated = not terminated and self._decisions >= self.config.max_decisions
         info = self._info(invalid)
         if terminated or truncated:
-            result = self.sim.result("agent")
-            self._last_result = result
-            info.update(result.summary.as_dict())
-            info["episode_metrics"] = result.summary.as_dict()
-            info["trace"] = result.trace
+            info.update(self.episode_metrics())
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    def episode_metrics(self) -> dict[str, Any]:
+        """The run's metrics now, as the last ``info`` of an episode carries them.
+
+        The simulator's summary (``avg_jct_s``, ``finished`` …; its decision points as
+        ``sim_decisions``, so ``decisions`` keeps counting agent decisions), the same under
+        ``episode_metrics``, and the ``trace``. Called by the env at its own end of an episode
+        and by :class:`crius_gym.env.wrappers.EpisodeMetrics` when a ``TimeLimit`` ends it.
+        """
+        result = self.sim.result("agent")
+        self._last_result = result
+        summary = result.summary.as_dict()
+        summary["sim_decisions"] = summary.pop("decisions")
+        return {**summary, "episode_metrics": dict(summary), "trace": result.trace}
 
     def _job_index(self, job_id: str) -> int:
         assert self._state is not None
@@ -641,9 +652,23 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """The finished episode's full result (per-job rows, time series), if it ended."""
         return self._last_result
 
-    def render(self) -> str | None:
-        """A text dump of the decision (``ansi``)."""
-        if self.render_mode != "ansi" or self._state is None:
+    def render(self) -> str | np.ndarray | None:
+        """The decision as text (``ansi``) or the cluster as a picture (``rgb_array``).
+
+        The picture shows GPU occupancy per type and node and the queue
+        (:mod:`crius_gym.env.render`).
+        """
+        if self._state is None:
+            return None
+        if self.render_mode == "rgb_array":
+            alloc = self.sim.allocator
+            return render_cluster(
+                self.sim.cluster,
+                {t: alloc.free_per_node(t) for t in self.sim.cluster.gpu_types},
+                len(self.sim.waiting_indices),
+                len(self.sim.active_indices),
+            )
+        if self.render_mode != "ansi":
             return None
         st = self._state
         lines = [

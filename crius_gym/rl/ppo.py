@@ -10,11 +10,12 @@ from typing import Any, Literal
 import yaml
 from stable_baselines3.common.vec_env import VecEnv
 
+from crius_gym.bundled import agents_dir
 from crius_gym.errors import ConfigError, InputFileError, utf8_text
 from crius_gym.rl.networks import RowScorerPolicy
 from crius_gym.rl.sequence_ppo import SequencePPO
 
-DEFAULT_AGENTS_FILE = Path(__file__).resolve().parents[2] / "agents" / "ppo.yaml"
+DEFAULT_AGENTS_FILE = agents_dir() / "ppo.yaml"
 PPO_KEYS = (
     "learning_rate",
     "n_steps",

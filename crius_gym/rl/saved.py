@@ -9,9 +9,9 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 from crius_gym.atomic import atomic_write_text
-from crius_gym.env.cluster_env import COMPATIBLE_VERSIONS, ENV_VERSION, CriusEnv
-from crius_gym.env.registration import NAMESPACE, env_id
+from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.errors import CriusGymError
+from crius_gym.registration import COMPATIBLE_VERSIONS, ENV_VERSION, NAMESPACE, env_id
 
 METADATA_FILE = "metadata.yaml"
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +55,7 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
+from crius_gym.bundled import list_scenarios, scenario_dir
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.cluster import ClusterSpec, build_cluster
 from crius_gym.perf.calibration import get_calibration
@@ -78,7 +78,6 @@ from crius_gym.workload.synthetic import (
 Split = Literal["train", "val", "test"]
 GroundTruthKind = Literal["estimator", "measured", "artifact-table"]
 GROUND_TRUTHS: tuple[str, ...] = ("estimator", "measured", "artifact-table")
-ENVS_VAR = "CRIUS_GYM_ENVS"
 _TOP_KEYS = {
     "mix",
     "policies",
@@ -92,17 +91,6 @@ _TOP_KEYS = {
     "workload",
     "splits",
 }
-
-
-def scenario_dir() -> Path:
-    """Directory of scenario files: ``$CRIUS_GYM_ENVS`` or ``envs/`` of the repository."""
-    env = os.environ.get(ENVS_VAR)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "envs"
-
-
-def list_scenarios() -> tuple[str, ...]:
-    """Names of the scenario files in :func:`scenario_dir`."""
-    return tuple(sorted(p.stem for p in scenario_dir().glob("*.yaml")))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""Gymnasium and SB3 conventions (issue 13): ids registered by ``import crius_gym`` without
+heavy imports, ``make_vec_env`` and ``gym.make_vec``, metrics on a TimeLimit truncation,
+``rgb_array`` frames, unknown render modes warn, and the RLlib-style masked observation."""
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.env_util import make_vec_env
+
+import crius_gym
+from crius_gym.env.render import FRAME_SHAPE
+from crius_gym.env.wrappers import DictMaskObservation
+
+TINY = "crius_gym/Tiny-v4"
+
+
+def test_import_registers_every_scenario_cheaply():
+    code = (
+        "import sys, crius_gym, gymnasium as gym; "
+        "assert 'crius_gym/Hetero64-v4' in gym.registry; "
+        "print(','.join(m for m in ('torch', 'stable_baselines3', 'crius_gym.sim.simulator') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""  # nothing heavy imported by the registration
+    assert len(crius_gym.REGISTERED_IDS) >= 5
+
+
+def test_make_vec_env_with_sb3_defaults_and_make_vec():
+    venv = make_vec_env(TINY, n_envs=2)  # passes render_mode="rgb_array"
+    obs = venv.reset()
+    assert obs["action_mask"].shape[0] == 2
+    venv.close()
+    vec = gym.make_vec(TINY, num_envs=2)
+    obs, _ = vec.reset(seed=0)
+    assert obs["action_mask"].shape[0] == 2
+    vec.close()
+
+
+def test_time_limit_truncation_carries_the_metrics():
+    env = gym.make(TINY, max_episode_steps=5)
+    env.reset(seed=0)
+    wait = env.unwrapped.config.num_actions - 1
+    for step in range(1, 6):
+        _, _, terminated, truncated, info = env.step(wait)
+        if terminated or truncated:
+            break
+    assert truncated and step == 5
+    assert "avg_jct_s" in info and "episode_metrics" in info
+    assert info["decisions"] == 5  # agent decisions; the simulator's are sim_decisions
+    assert "sim_decisions" in info
+    assert gym.spec(TINY).max_episode_steps is not None
+
+
+def test_rgb_array_frame_has_the_documented_shape():
+    env = gym.make("crius_gym/Hetero64-v4", render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame.shape == FRAME_SHAPE and frame.dtype == np.uint8
+    assert isinstance(gym.make(TINY, render_mode="ansi").unwrapped.render(), type(None) | str)
+
+
+def test_unknown_render_mode_warns_not_raises():
+    from crius_gym.env.cluster_env import CriusEnv
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = CriusEnv("tiny", render_mode="human")
+    assert any("render_mode 'human'" in str(w.message) for w in caught)
+    env.reset(seed=0)
+    assert env.render() is None
+
+
+def test_dict_mask_observation_for_rllib_style_masking():
+    env = DictMaskObservation(gym.make(TINY))
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"observations", "action_mask"}
+    assert "action_mask" not in obs["observations"]
+    assert env.observation_space.contains(obs)
+    mask = obs["action_mask"]
+    _, _, _, _, _ = env.step(int(np.flatnonzero(mask)[0]))
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_render_modes_are_declared(mode):
+    assert mode in crius_gym.env.CriusEnv.metadata["render_modes"]
