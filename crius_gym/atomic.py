@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from crius_gym.errors import RunStateError
+
 
 def _read_umask() -> int:
     mask = os.umask(0)  # the only portable way to read it: set and restore at once
@@ -64,3 +66,26 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def fresh_run_dir(script: str, root: str | Path = "results/tmp") -> Path:
+    """A new output folder ``<root>/<script>-<date>-<time>`` (the scripts' default ``--out``).
+
+    ``results/tmp/`` is git-ignored, so a default run never touches committed reports.
+    """
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(root) / f"{script}-{stamp}"
+
+
+def refuse_overwrite(paths: list[Path], force: bool) -> None:
+    """Refuse to write over existing outputs unless ``force`` (a script's ``--force``).
+
+    Raises:
+        RunStateError: naming the existing files or non-empty folders.
+    """
+    existing = [p for p in paths if p.is_file() or (p.is_dir() and any(p.iterdir()))]
+    if existing and not force:
+        shown = ", ".join(str(p) for p in existing[:4]) + (" ..." if len(existing) > 4 else "")
+        raise RunStateError(
+            f"would overwrite {shown}; pass --force to replace, or choose another --out"
+        )

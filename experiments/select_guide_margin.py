@@ -25,10 +25,11 @@ import pandas as pd
 import torch
 import yaml
 
-from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
 from crius_gym.cli import run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
+from crius_gym.errors import RunStateError
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import (
     DEFAULT_MARGINS,
@@ -86,7 +87,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--stress-jobs", type=int, default=600, help="their length in jobs (default: 600)"
     )
-    p.add_argument("--out", default="results", help="where guide_margin.md/.csv go")
+    p.add_argument(
+        "--out",
+        help="where guide_margin.md/.csv go (default: a fresh results/tmp/guide-margin-<date>-"
+        "<time>/; existing files are replaced only with --force)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing outputs in --out and a deployment already recorded in a "
+        "policy's metadata.yaml (never by default)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print and write the table only")
     return p.parse_args(argv)
 
@@ -97,6 +108,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     margins = [parse_margin(m) for m in args.margins.split(",")]
     prov = Provenance.capture()
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    out = Path(args.out) if args.out else fresh_run_dir("guide-margin")
+    refuse_overwrite([out / "guide_margin.md", out / "guide_margin.csv"], args.force)
+    if not args.dry_run and not args.force:
+        recorded = [s for s in args.policy if read_metadata(policy_file(Path(s))).get("deployment")]
+        if recorded:
+            raise RunStateError(
+                f"{', '.join(recorded)}: a guide margin is already recorded in metadata.yaml; "
+                "pass --force to replace it, or --dry-run to only compare"
+            )
     rows = []
     for spec in args.policy:
         run_dir = Path(spec)
@@ -142,7 +162,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             record_selection(run_dir, sel, command)
             print(f"recorded in {run_dir / 'metadata.yaml'}", flush=True)
     df = pd.DataFrame(rows)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "guide_margin.csv") as tmp:
         df.to_csv(tmp, index=False)

@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
 from crius_gym.cli import run_main
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
@@ -81,7 +81,13 @@ def parse_args() -> argparse.Namespace:
         help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
     )
     p.add_argument(
-        "--out", default="results", metavar="DIR", help="output directory (default: results/)"
+        "--out",
+        metavar="DIR",
+        help="output directory (default: a fresh results/tmp/estimator-validation-<date>-"
+        "<time>/; existing outputs are replaced only with --force)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
     )
     p.add_argument(
         "--calibration",
@@ -338,7 +344,15 @@ def tuner_section(calibration: str | None, repeats: int) -> str:
 def main() -> None:
     args = parse_args()
     prov = Provenance.capture()
-    out = Path(args.out)
+    out = Path(args.out) if args.out else fresh_run_dir("estimator-validation")
+    refuse_overwrite(
+        [
+            out / "estimator_validation.md",
+            out / "estimator_validation_rows.csv",
+            out / "estimator_validation_scatter.png",
+        ],
+        args.force,
+    )
     print("loading measurements ...", flush=True)
     rows = load_measurements(args.measurements, args.data_dir)
     if not args.measurements and not args.no_published:

@@ -138,10 +138,21 @@ def test_validate_without_optional_columns(tmp_path):
     assert out.returncode == 0, out.stderr
     report = (res / "estimator_validation.md").read_text()
     assert "**holdout rows**" in report and (res / "estimator_validation_scatter.png").is_file()
+    # A second run into the same folder is refused without --force (nothing is overwritten).
+    again = run("experiments/validate_estimator.py", "--measurements", str(bare), "--out", str(res))
+    assert again.returncode == 2 and "pass --force" in again.stderr
+    assert (res / "estimator_validation.md").read_text() == report
     # Header only: a clear message naming the file, no traceback.
     empty = tmp_path / "empty.csv"
     empty.write_text(bare.read_text().splitlines()[0] + "\n")
-    out = run("experiments/validate_estimator.py", "--measurements", str(empty), "--out", str(res))
+    out = run(
+        "experiments/validate_estimator.py",
+        "--measurements",
+        str(empty),
+        "--out",
+        str(res),
+        "--force",
+    )
     assert (
         out.returncode != 0
         and "no measurement rows" in out.stderr

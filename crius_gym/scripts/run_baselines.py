@@ -1,0 +1,251 @@
+"""Run rule-based schedulers on a scenario's cluster and workload; write tables and figures.
+
+For each scenario: runs every chosen policy on the trace (default: the scenario's own workload —
+its Arena trace, or its first synthetic test trace) with the same seed, and writes to
+``--out/<scenario>/``: ``jobs_<policy>.csv`` (per job), ``summary.csv`` (a row per policy),
+``jct_cdf.png``, ``queueing_cdf.png``, ``throughput.png``; and ``--out/baselines.md`` with a
+section per scenario. Averages are over finished jobs and never padded: unfinished and rejected
+jobs are counted separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
+from crius_gym.bundled import list_scenarios
+from crius_gym.cli import run_main
+from crius_gym.errors import ConfigError
+from crius_gym.policies.registry import available, describe
+from crius_gym.provenance import Provenance
+
+# The simulator, plots and tables are imported in main(): --help answers at once.
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--scenario",
+        nargs="+",
+        default=["hetero-64"],
+        metavar="NAME",
+        help=f"scenario name(s) or YAML path(s); known: {', '.join(list_scenarios())}"
+        " (default: hetero-64)",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="an Arena-format trace CSV to run instead of the scenario's own workload",
+    )
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        default=["crius", "fcfs", "random"],
+        metavar="NAME",
+        help=f"policies to run; registered: {', '.join(available())} (default: crius fcfs random)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the policies' random generators")
+    p.add_argument(
+        "--horizon",
+        type=float,
+        metavar="SECONDS",
+        help="stop at this simulated time and report unfinished jobs as such "
+        "(default: run to completion)",
+    )
+    p.add_argument(
+        "--iteration-divisor",
+        type=int,
+        metavar="N",
+        help="floor-divide the trace's num_iteration by N (default: the scenario's setting, else "
+        "the artifact's convention: 5 for its simulate_trace_* files, 1 otherwise)",
+    )
+    p.add_argument(
+        "--ground-truth",
+        metavar="NAME",
+        help="real iteration times: 'estimator', 'measured' (the Arena measurements where "
+        "available) or 'artifact-table' (the artifact's oracle table, then also the "
+        "schedulers' view) (default: the scenario's)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output root (default: a fresh results/tmp/baselines-<date>-<time>/; existing "
+        "outputs are replaced only with --force)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
+    )
+    p.add_argument(
+        "--report-name",
+        default="baselines.md",
+        metavar="FILE",
+        help="name of the Markdown report written in --out (default: baselines.md)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    from crius_gym.eval.plots import plot_cdf, plot_throughput
+    from crius_gym.eval.runs import run_policies
+    from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
+    from crius_gym.sim import scenario as scenarios
+    from crius_gym.sim.scenario import load_scenario
+    from crius_gym.workload.arena_trace import read_arena_trace
+
+    if args.ground_truth is not None and args.ground_truth not in scenarios.GROUND_TRUTHS:
+        raise ConfigError(
+            f"--ground-truth {args.ground_truth!r} not in {list(scenarios.GROUND_TRUTHS)}"
+        )
+    prov = Provenance.capture()
+    out = Path(args.out) if args.out else fresh_run_dir("baselines")
+    names = [load_scenario(n).name for n in args.scenario]
+    refuse_overwrite([out / args.report_name, *(out / n for n in names)], args.force)
+    sections = [
+        "# Rule-based schedulers",
+        "",
+        prov.markdown(),
+        "",
+        "Averages are over finished jobs (never padded); `finished`, `rejected` "
+        "(never runnable, or given up by the policy) and `unfinished` jobs are counted "
+        "separately. Throughput is the time average of Σ samples/s of iterating jobs "
+        "over [0, makespan].",
+        "",
+    ]
+    for name in args.scenario:
+        scenario = load_scenario(name)
+        if args.iteration_divisor is not None:
+            scenario = dataclasses.replace(
+                scenario,
+                workload=dataclasses.replace(
+                    scenario.workload, iteration_divisor=args.iteration_divisor
+                ),
+            )
+        tuner = scenario.make_tuner(args.ground_truth, args.data_dir)
+        trace = (
+            read_arena_trace(args.trace, iteration_divisor=scenario.workload.iteration_divisor)
+            if args.trace
+            else scenario.own_trace(args.data_dir, tuner)
+        )
+        for line in trace.skipped_report():
+            print(f"warning: {trace.name}: skipped {line}", file=sys.stderr, flush=True)
+        print(
+            f"{scenario.name}: {len(trace.jobs)} jobs ({trace.name}) on "
+            f"{scenario.cluster.num_gpus} GPUs; policies {', '.join(args.policies)}",
+            flush=True,
+        )
+        t0 = time.perf_counter()
+        results = run_policies(
+            scenario,
+            [trace],
+            args.policies,
+            seed=args.seed,
+            horizon_s=args.horizon,
+            ground_truth=args.ground_truth,
+            data_dir=args.data_dir,
+            tuner=tuner,
+            progress=not args.no_progress,
+        )
+        wall = time.perf_counter() - t0
+        d = out / scenario.name
+        d.mkdir(parents=True, exist_ok=True)
+        summ = summary_frame(results)
+        with atomic_path(d / "summary.csv") as tmp:
+            summ.to_csv(tmp, index=False)
+        jobs = jobs_frame(results)
+        for policy in args.policies:
+            with atomic_path(d / f"jobs_{policy}.csv") as tmp:
+                jobs[jobs["policy"] == policy].to_csv(tmp, index=False)
+        caption = prov.markdown().replace("`", "")
+        title = f"{scenario.name}: {trace.name}"
+        plot_cdf(results, "jct_s", d / "jct_cdf.png", caption, f"JCT CDF — {title}")
+        plot_cdf(
+            results, "queueing_s", d / "queueing_cdf.png", caption, f"Queueing delay CDF — {title}"
+        )
+        plot_throughput(results, d / "throughput.png", caption, f"Throughput — {title}")
+        ref = "crius" if "crius" in args.policies else None
+        table = markdown_table(aggregate(summ, reference=ref), reference=ref)
+        rej = {r.policy: r.rejections for r in results if r.rejections}
+        sections += [
+            f"## {scenario.name}",
+            "",
+            f"{scenario.description}",
+            "",
+            f"Cluster: {scenario.cluster.num_gpus} GPUs — "
+            + ", ".join(
+                f"{g.num_nodes}×{g.gpus_per_node} {g.gpu_type}" for g in scenario.cluster.groups
+            )
+            + f". Trace: `{trace.name}`, {len(trace.jobs)} jobs"
+            + (
+                f", iterations = num_iteration // {trace.iteration_divisor}"
+                if trace.iteration_divisor > 1
+                else ""
+            )
+            + (
+                f" ({len(trace.skipped)} unusable rows skipped: "
+                + "; ".join(trace.skipped_report(5))
+                + ")"
+                if trace.skipped
+                else ""
+            )
+            + f". Ground truth: {args.ground_truth or scenario.ground_truth}. "
+            + (
+                "Artifact options: " + ", ".join(scenario.sim.artifact_compat.active) + ". "
+                if scenario.sim.artifact_compat.active
+                else ""
+            )
+            + f"Wall time for all policies: {wall:.1f} s.",
+            "",
+            *(
+                [
+                    "Policies as this scenario defines them: "
+                    + "; ".join(
+                        f"`{describe(p, scenario)}`"
+                        for p in args.policies
+                        if scenario.policy_spec(p) is not None
+                    )
+                    + ".",
+                    "",
+                ]
+                if any(scenario.policy_spec(p) is not None for p in args.policies)
+                else []
+            ),
+            table,
+            "",
+        ]
+        if rej:
+            sections += ["Rejections by reason:", ""]
+            for policy, reasons in rej.items():
+                for reason, count in sorted(reasons.items()):
+                    sections.append(f"- {policy}: {count} × {reason}")
+            sections.append("")
+        sections += [
+            f"![JCT CDF]({scenario.name}/jct_cdf.png) "
+            f"![queueing CDF]({scenario.name}/queueing_cdf.png) "
+            f"![throughput]({scenario.name}/throughput.png)",
+            "",
+        ]
+        print(table, flush=True)
+    atomic_write_text(out / args.report_name, "\n".join(sections))
+    print(f"wrote {out / args.report_name}")
+
+
+def cli() -> None:
+    """Console-script entry point (errors on bad input exit with status 2)."""
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()
