@@ -74,9 +74,9 @@ def run_outside(target, tmp_path, *args, timeout=900):
 def test_wheel_registers_and_makes_envs(installed, tmp_path):
     code = (
         "import crius_gym, gymnasium as gym; "
-        "assert crius_gym.__file__.startswith(%r), crius_gym.__file__; "
+        f"assert crius_gym.__file__.startswith({str(installed)!r}), crius_gym.__file__; "
         "env = gym.make('crius_gym/Hetero64-v4'); env.reset(seed=0); "
-        "print(len(crius_gym.REGISTERED_IDS))" % str(installed)
+        "print(len(crius_gym.REGISTERED_IDS))"
     )
     out = run_outside(installed, tmp_path, sys.executable, "-c", code)
     assert out.returncode == 0, out.stderr
