@@ -111,3 +111,22 @@ def test_broken_run_config_names_the_file(tmp_path):
     (d / "config.yaml").write_text("scenario: [unclosed\n")
     with pytest.raises(Exception, match=r"config.yaml: not readable YAML"):
         TrainSpec.from_saved(d, tmp_path / "runs" / "r", {})
+
+
+def test_training_envs_use_the_scenario_file_not_its_namesake(tmp_path):
+    """A custom file named like a packaged scenario trains on the file's cluster (issue 14 #1)."""
+    from crius_gym.env.config import EnvConfig
+    from crius_gym.rl.train import build_vec_env
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        "name: tiny\ncluster:\n  - {gpu: a100, nodes: 3, gpus_per_node: 2}\n"
+        "workload: {synthetic: {num_jobs: 6}}\nsplits: {train_episode_jobs: 6}\n"
+    )
+    hp = resolve_hyperparams("tiny", overrides=["n_envs=1"])
+    venv = build_vec_env(hp, str(path), EnvConfig(**dict(hp.env)), 0)
+    try:
+        cluster = venv.envs[0].unwrapped.scenario.cluster
+        assert cluster.num_gpus == 6 and cluster.gpu_types == ("a100-40gb",)
+    finally:
+        venv.close()
