@@ -192,7 +192,8 @@ def main() -> None:
 
     prov = Provenance.capture()
     storage = Path(args.storage or Path(args.out) / "sweeps").resolve()
-    ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    # "local": a private instance; Ray would otherwise join $RAY_ADDRESS or a running cluster.
+    ray.init(address=args.address or "local", include_dashboard=False, log_to_driver=False)
     trainable = tune.with_resources(
         make_trainable(args, prov.as_dict()), {"cpu": args.cpus_per_trial}
     )

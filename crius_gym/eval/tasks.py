@@ -136,7 +136,8 @@ def run_tasks(
     Args:
         tasks: the runs.
         use_ray: fan out over Ray workers (needs the ``ray`` extra).
-        address: an existing Ray cluster (default: start a local one).
+        address: an existing Ray cluster (default: start a private local one, even when
+            ``$RAY_ADDRESS`` is set or a cluster runs on the machine).
         on_done: progress callback ``(done, total)``.
     """
     if not use_ray:
@@ -150,7 +151,9 @@ def run_tasks(
 
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        # "local" starts a private Ray instance: without it Ray joins $RAY_ADDRESS or any
+        # cluster running on the machine.
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1)(execute)
         refs = [remote.remote(t) for t in tasks]
