@@ -31,6 +31,47 @@ EPISODE_KEYS = (
 )
 
 
+class HParamsCallback(BaseCallback):
+    """Logs the run's resolved hyperparameters to TensorBoard's HPARAMS tab at the start.
+
+    Nested values (``env``, ``policy_kwargs``) are flattened to ``env.episode_jobs`` etc.;
+    lists become strings. The metric shown beside them is the validation JCT ratio to Crius.
+
+    Args:
+        hyperparams: the resolved hyperparameters (``PPOHyperparams.as_dict()``).
+    """
+
+    def __init__(self, hyperparams: dict[str, Any]) -> None:
+        super().__init__()
+        self.hyperparams = hyperparams
+
+    @staticmethod
+    def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool]:
+        """Scalars TensorBoard accepts, with dotted keys for nested mappings."""
+        out: dict[str, float | int | str | bool] = {}
+        for k, v in values.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict):
+                out.update(HParamsCallback.flatten(v, f"{key}."))
+            elif isinstance(v, bool | int | float | str):
+                out[key] = v
+            else:
+                out[key] = str(v)
+        return out
+
+    def _on_training_start(self) -> None:
+        from stable_baselines3.common.logger import HParam
+
+        self.logger.record(
+            "hparams",
+            HParam(self.flatten(self.hyperparams), {"eval/jct_vs_crius": 0.0}),
+            exclude=("stdout", "log", "json", "csv"),
+        )
+
+    def _on_step(self) -> bool:
+        return True
+
+
 class SchedMetricsCallback(BaseCallback):
     """Logs the scheduling metrics of finished training episodes under ``sched/``."""
 

@@ -30,6 +30,7 @@ from crius_gym.policies.registry import make_policy
 from crius_gym.rl.callbacks import (
     EPISODE_KEYS,
     CheckpointCallback,
+    HParamsCallback,
     ProgressCallback,
     SchedMetricsCallback,
     ValidationCallback,
@@ -410,6 +411,7 @@ def train(
     validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
     callbacks = [
+        HParamsCallback(hp.as_dict()),
         SchedMetricsCallback(),
         validation,
         checkpoints,
