@@ -21,7 +21,10 @@ by jobs that did not fit node-wise.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +66,29 @@ class Launch:
     cell: Cell
     constraints: PlanConstraints | None
     tuning: TuningMode
+
+
+@contextlib.contextmanager
+def _quiet_native_stdout() -> Iterator[None]:
+    """Silence what the HiGHS library prints to the process's stdout itself.
+
+    Some HiGHS builds print debug lines (``HighsMipSolverData::transformNewIntegerFeasible
+    Solution tmpSolver.run();``) whatever ``disp`` says; they would land in progress bars.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real stdout (some embedded runners): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def dp_layouts(tuner: Tuner, job: Job, gpu_type: str, num_gpus: int) -> list[tuple[Layout, float]]:
@@ -213,13 +239,14 @@ def assign(
         (np.concatenate(data), (np.concatenate(rows), np.concatenate(col_idx))),
         shape=(num_classes + len(types) + (limited is not None), num_vars),
     ).tocsr()
-    res = milp(
-        -np.array(obj),
-        integrality=np.ones(num_vars),
-        bounds=Bounds(0, np.array(size, dtype=float)),
-        constraints=LinearConstraint(matrix, np.concatenate(lower), np.concatenate(upper)),
-        options={"mip_rel_gap": mip_rel_gap},
-    )
+    with _quiet_native_stdout():
+        res = milp(
+            -np.array(obj),
+            integrality=np.ones(num_vars),
+            bounds=Bounds(0, np.array(size, dtype=float)),
+            constraints=LinearConstraint(matrix, np.concatenate(lower), np.concatenate(upper)),
+            options={"mip_rel_gap": mip_rel_gap, "disp": False},
+        )
     if res.x is None:
         return None
     chosen: list[Config | None] = [None] * len(values)

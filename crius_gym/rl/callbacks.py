@@ -289,7 +289,8 @@ class ProgressCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.bar is not None:
-            self.bar.update(self.num_timesteps - self.bar.n)
+            # Whole-episode rollouts end past the total: the bar stops at 100%.
+            self.bar.update(min(self.num_timesteps, self.total) - self.bar.n)
         return True
 
     def _on_training_end(self) -> None:

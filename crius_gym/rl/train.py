@@ -21,6 +21,7 @@ import gymnasium as gym
 import yaml
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from tqdm import tqdm
 
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
@@ -240,17 +241,31 @@ def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: i
 
 
 class _EvalReporter(ValidationCallback):
-    """Validation that also hands every result to a hook (e.g. Ray Tune's report)."""
+    """Validation that prints every result as it comes and hands it to a hook (Ray Tune)."""
 
-    def __init__(self, hook: EvalHook | None, *args: Any) -> None:
+    def __init__(
+        self, hook: EvalHook | None, *args: Any, log: Callable[[str], None] | None = None
+    ) -> None:
         super().__init__(*args)
         self.hook = hook
+        self.log = log
 
     def _record(self) -> None:
         before = len(self.rows)
         super()._record()
-        if self.hook is not None and len(self.rows) > before:
-            self.hook(dict(self.rows[-1]), self.save_dir)
+        if len(self.rows) == before:
+            return
+        row = self.rows[-1]
+        if self.log is not None:
+            # tqdm.write keeps the progress bar intact below the line.
+            tqdm.write(
+                f"validation at {int(row['timesteps'])} steps: JCT {row['eval_jct_ratio']:.4f}"
+                f" ± {row['eval_jct_ratio_ci95']:.4f} x Crius, throughput "
+                f"{row['eval_throughput_ratio']:.4f} x, unfinished {int(row['eval_unfinished'])}"
+                f" (best so far {self.best[1]:.4f} x)"
+            )
+        if self.hook is not None:
+            self.hook(dict(row), self.save_dir)
 
 
 def validation_sets(
@@ -291,16 +306,20 @@ def warm_start(
     """
     t0 = time.perf_counter()
     out: dict[str, float] = {}
+    # Each phase says what it does before it starts: none is silent for long.
     if hp.bc_epochs and hp.bc_episodes:
+        log(f"warm start: {hp.bc_episodes} Crius episodes to clone, {hp.bc_epochs} epochs ...")
         demos = collect_demonstrations(env, "crius", hp.bc_episodes, hp.gamma, seed)
         out.update(
             behaviour_clone(model, demos, hp.bc_epochs, hp.batch_size, seed, hp.bc_learning_rate)
         )
         out.update(demonstrations=len(demos), unlabelled=demos.skipped)
+    log(f"warm start: agreement with Crius on {len(held_out.traces)} validation traces ...")
     held = collect_demonstrations(held_out.env, "crius", 0, hp.gamma, seed, held_out.traces)
     out["held_out_agreement"] = agreement(model, held)
     out["held_out_decisions"] = float(len(held))
     if hp.critic_episodes:
+        log(f"warm start: critic pre-training on {hp.critic_episodes} episodes ...")
         out.update(
             pretrain_critic(model, env, hp.critic_episodes, hp.critic_epochs, hp.gamma, seed)
         )
@@ -408,7 +427,7 @@ def train(
         where = f"resume later with --resume {spec.run}" if ckpt is not None else "start again"
         log(f"\ninterrupted during start-up, before any training step; nothing saved ({where})")
         raise
-    validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir)
+    validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir, log=log)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
     callbacks = [
         HParamsCallback(hp.as_dict()),
