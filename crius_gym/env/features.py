@@ -102,9 +102,20 @@ GLOBAL_FEATURES = (
 
 
 _LOG_CAP = math.log1p(1000.0)
-#: Job features that change with time: waited, remaining_work, progress, queue_position,
-#: current_gpus, current_speed.
-_DYNAMIC_JOB_COLUMNS = np.array([1, 2, 3, 13, 14, 15])
+#: Job features that change with time (their columns, from the names).
+_DYNAMIC_JOB_COLUMNS = np.array(
+    [
+        JOB_FEATURES.index(name)
+        for name in (
+            "waited",
+            "remaining_work",
+            "progress",
+            "queue_position",
+            "current_gpus",
+            "current_speed",
+        )
+    ]
+)
 #: Columns of the guide's proposal (zero unless the env shows the hint).
 JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS = (
     JOB_FEATURES.index("guide_acts"),
@@ -115,9 +126,13 @@ CELL_GUIDE_NEXT, CELL_GUIDE_PLAN = (
     CELL_FEATURES_BASE.index("guide_plan"),
 )
 GLOBAL_GUIDE_WAIT = GLOBAL_FEATURES.index("guide_wait")
-#: GPU-type features that change with time: free, free_nodes, running_share,
-#: largest_free_block.
-_DYNAMIC_TYPE_COLUMNS = np.array([1, 2, 7, 8])
+#: GPU-type features that change with time (their columns, from the names).
+_DYNAMIC_TYPE_COLUMNS = np.array(
+    [
+        TYPE_FEATURES.index(name)
+        for name in ("free", "free_nodes", "running_share", "largest_free_block")
+    ]
+)
 
 
 class _EpisodeTables:

@@ -43,6 +43,10 @@ from crius_gym.env.features import (
     TYPE_FEATURES,
 )
 
+# The "present" flag of a padded table row, found by name.
+_JOB_PRESENT = JOB_FEATURES.index("present")
+_TYPE_PRESENT = TYPE_FEATURES.index("present")
+
 TABLE_KEYS = ("jobs", "cells", "running", "running_cells", "cluster", "globals")
 
 
@@ -173,7 +177,7 @@ class RowScorer(nn.Module):
         lay = self.layout
         types = self._table(x, "cluster", lay.types)
         gl = self._table(x, "globals", 1)[:, 0]
-        type_ctx = _masked_mean(self.type_enc(types), types[..., 0])
+        type_ctx = _masked_mean(self.type_enc(types), types[..., _TYPE_PRESENT])
         ctx = self.ctx(torch.cat([type_ctx, gl], 1))
         jobs = self._table(x, "jobs", lay.jobs)
         job_emb = self.job_enc(jobs)
@@ -181,7 +185,7 @@ class RowScorer(nn.Module):
             "ctx": ctx,
             "jobs": jobs,
             "job_emb": job_emb,
-            "pooled": _masked_mean(job_emb, jobs[..., 0]),
+            "pooled": _masked_mean(job_emb, jobs[..., _JOB_PRESENT]),
         }
 
     def _pair_logits(
