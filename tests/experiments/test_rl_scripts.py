@@ -150,7 +150,9 @@ def test_train_then_evaluate(tmp_path):
     assert "guide margin" in text
     # Labels come from the run folder and file: the final model is a row of its own.
     assert "ppo:r/model" in (res / "n.md").read_text()
-    out = run("experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res))
+    out = run(
+        "experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res), "--force"
+    )
     assert out.returncode != 0 and "both labelled 'ppo:r'" in out.stderr
     assert (res / "eval_tiny" / "jct_cdf.png").is_file()
     assert (res / "learning_curve.png").is_file()
@@ -158,7 +160,7 @@ def test_train_then_evaluate(tmp_path):
     # A policy saved for other observation spaces is refused with a clear message.
     def evaluate_fcfs():
         args = ["--policy", str(pol), "--scenario", "tiny", "--policies", "fcfs"]
-        return run("experiments/evaluate.py", *args, "--out", str(res))
+        return run("experiments/evaluate.py", *args, "--out", str(res), "--force")
 
     assert evaluate_fcfs().returncode == 0
     meta["spaces"]["actions"] = 999
