@@ -1,0 +1,277 @@
+"""The evaluation behind ``experiments/evaluate.py`` and ``crius-evaluate``.
+
+Saved policies and the rule-based schedulers on held-out traces (or given trace files), the
+paired change against Crius with its 95% CI, figures and learning curves. The argument parser
+is in :mod:`crius_gym.scripts.evaluate`; this module holds the heavy imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.eval.curves import plot_learning_curves, read_scalars
+from crius_gym.eval.plots import plot_cdf, plot_throughput
+from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
+from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
+from crius_gym.policies.registry import available
+from crius_gym.provenance import Provenance
+from crius_gym.rl.deviation import deployed_margin, parse_margin
+from crius_gym.rl.saved import load_policy, policy_file, read_metadata
+from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.sim.simulator import RunResult
+from crius_gym.workload.arena_trace import read_arena_trace
+from crius_gym.workload.job import Trace
+
+
+def traces_for(
+    scenario: Scenario,
+    which: str,
+    data_dir: str | None,
+    max_traces: int | None,
+    env: CriusEnv,
+    files: list[str] | None = None,
+) -> list[Trace]:
+    if files:
+        given = [read_arena_trace(f) for f in files]
+        for t in given:
+            for line in t.skipped_report():
+                print(f"warning: {t.name}: skipped {line}", file=sys.stderr, flush=True)
+        return given[:max_traces] if max_traces else given
+    out: list[Trace] = []
+    if which in ("test", "val", "all"):
+        out += scenario.held_out_traces("val" if which == "val" else "test", env.tuner)
+    if which in ("own", "all") and scenario.workload.trace is not None:
+        out.append(scenario.own_trace(data_dir, env.tuner))
+    return out[:max_traces] if max_traces else out
+
+
+def agent_name(path: Path) -> str:
+    """``ppo:<run folder>`` for a run's best model, ``ppo:<run folder>/<file>`` otherwise.
+
+    Named after the folder, not the run name recorded inside it: a copied or renamed run keeps
+    its own label, so two policies never merge into one row.
+    """
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return f"ppo:{run_dir.name}" + ("" if path.stem == "best_model" else f"/{path.stem}")
+
+
+def _selection(path: Path) -> str:
+    """How the model was selected: its validation score beside the test results below."""
+    if path.stem != "best_model":
+        return ""
+    evals = path.parent / "evaluations.csv"
+    if not evals.is_file():
+        return ""
+    df = pd.read_csv(evals)
+    if "eval_jct_ratio" not in df:
+        return ""
+    best = df.sort_values(["eval_unfinished", "eval_jct_ratio"]).iloc[0]
+    return (
+        f" Selected at {int(best['timesteps']):,} timesteps by validation: average JCT "
+        f"{best['eval_jct_ratio']:.3f}× Crius's (95% CI ± {best['eval_jct_ratio_ci95']:.3f}) "
+        f"on {int(best['eval_traces'])} validation traces, throughput "
+        f"{best['eval_throughput_ratio']:.3f}×."
+    )
+
+
+def _deployment(meta: dict[str, Any]) -> str:
+    """The recorded guide margin and how it was chosen."""
+    block = meta.get("deployment")
+    if not block:
+        return " Deployed without a guide margin (departs from Crius wherever its argmax does)."
+    scores = block.get("scores") or {}
+    return (
+        f" Deployed with guide margin δ = {block.get('guide_margin')} (departs from Crius only "
+        f"where it prefers its own action by ≥ δ logits), chosen on validation traces "
+        f"({', '.join(f'{k}: {v}' for k, v in (block.get('validation_traces') or {}).items())}):"
+        f" {block.get('score', 'score')}: {scores.get(str(block.get('guide_margin')), '?')} "
+        f"against {scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
+    )
+
+
+def evaluate_scenario(
+    scenario: Scenario,
+    which: str,
+    args: argparse.Namespace,
+    heuristics: list[str],
+    prov: Provenance,
+    out: Path,
+    files: list[str] | None = None,
+) -> tuple[str, pd.DataFrame]:
+    agents: list[tuple[str, Path, dict[str, Any], float]] = []
+    for spec in args.policy:
+        path = policy_file(spec)
+        meta = read_metadata(path)
+        env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
+        load_policy(path, env)  # refuse incompatible policies before any work
+        for how in args.guide_margin:
+            name = agent_name(path) + ("" if how == "recorded" else f"@{how}")
+            if any(name == a[0] for a in agents):
+                raise SystemExit(
+                    f"--policy: two policies are both labelled {name!r}; pass each once"
+                )
+            margin = deployed_margin(meta) if how == "recorded" else parse_margin(how)
+            agents.append((name, path, meta["env_config"], margin))
+    traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario), files)
+    if not traces:
+        raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
+    print(
+        f"{scenario.name}: {len(traces)} traces ({', '.join(t.name for t in traces)}), "
+        f"{len(agents)} agents, heuristics {', '.join(heuristics)}"
+        + (" on Ray" if args.ray else ""),
+        flush=True,
+    )
+    tasks: list[Task] = [
+        AgentTask(
+            name,
+            str(path),
+            scenario.path or scenario.name,
+            env_cfg,
+            trace,
+            args.seed,
+            not args.stochastic,
+            0.0 if args.stochastic else margin,
+        )
+        for name, path, env_cfg, margin in agents
+        for trace in traces
+    ] + [
+        HeuristicTask(h, scenario.path or scenario.name, trace, args.seed, data_dir=args.data_dir)
+        for h in heuristics
+        for trace in traces
+    ]
+    bar = tqdm(total=len(tasks), desc=scenario.name, unit="run", disable=args.no_progress)
+    t0 = time.perf_counter()
+
+    def advance(finished: int, _total: int) -> None:
+        bar.update(finished - bar.n)
+
+    done = run_tasks(tasks, use_ray=args.ray, address=args.address, on_done=advance)
+    bar.close()
+    wall = time.perf_counter() - t0
+    results: list[RunResult] = [d.result for d in done]
+    invalid: dict[str, int] = {}
+    for task, d in zip(tasks, done, strict=True):
+        invalid[task.label] = invalid.get(task.label, 0) + d.invalid_actions
+    summ = summary_frame(results)
+    with atomic_path(out / f"evaluation_{scenario.name}.csv") as tmp:
+        summ.to_csv(tmp, index=False)
+    fig_dir = out / f"eval_{scenario.name}"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    caption = prov.markdown().replace("`", "")
+    plot_cdf(results, "jct_s", fig_dir / "jct_cdf.png", caption, f"JCT CDF — {scenario.name}")
+    plot_cdf(
+        results,
+        "queueing_s",
+        fig_dir / "queueing_cdf.png",
+        caption,
+        f"Queueing delay CDF — {scenario.name}",
+    )
+    plot_throughput(
+        results, fig_dir / "throughput.png", caption, f"Throughput (first trace) — {scenario.name}"
+    )
+    ref = "crius" if "crius" in heuristics else None
+    agg = aggregate(summ, reference=ref)
+    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _, _ in agents)
+    lines = [
+        f"## {scenario.name} — {'trace files' if files else f'{which} traces'}",
+        "",
+        f"{scenario.description}",
+        "",
+        f"Traces: {', '.join(f'`{t.name}` ({len(t)} jobs)' for t in traces)}. "
+        "Mean ± 95% CI across traces (Student t); the change against Crius is paired per trace "
+        "(negative JCT = better than Crius).",
+        "",
+        markdown_table(agg, reference=ref),
+        "",
+        f"{len(tasks)} runs in {wall:.0f} s{' on Ray' if args.ray else ''}."
+        + (f" {agent_notes}." if agent_notes else ""),
+        "",
+        f"![JCT CDF](eval_{scenario.name}/jct_cdf.png) "
+        f"![queueing CDF](eval_{scenario.name}/queueing_cdf.png) "
+        f"![throughput](eval_{scenario.name}/throughput.png)",
+        "",
+    ]
+    print(markdown_table(agg, reference=ref), flush=True)
+    return "\n".join(lines), agg
+
+
+def run(args: argparse.Namespace) -> None:
+    """The evaluation ``crius-evaluate`` / ``experiments/evaluate.py`` runs (see its --help)."""
+    torch.set_num_threads(1)
+    prov = Provenance.capture()
+    out = Path(args.out) if args.out else fresh_run_dir("evaluate")
+    names = [load_scenario(args.scenario).name, *(load_scenario(n).name for n in args.transfer)]
+    refuse_overwrite(
+        [
+            out / args.report_name,
+            out / "learning_curve.png",
+            *(out / f"evaluation_{n}.csv" for n in names),
+            *(out / f"eval_{n}" for n in names),
+        ],
+        args.force,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    heuristics = list(args.policies) if args.policies is not None else list(available())
+    sections = ["# PPO vs rule-based schedulers on held-out traces", "", prov.markdown(), ""]
+    for spec in args.policy:
+        path = policy_file(spec)
+        meta = read_metadata(path)
+        sections.append(
+            f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
+            f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
+            f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
+            f"(git {meta.get('git_revision')})." + _selection(path) + _deployment(meta)
+        )
+    sections.append("")
+    scenario = load_scenario(args.scenario)
+    text, _ = evaluate_scenario(scenario, args.traces, args, heuristics, prov, out, args.trace)
+    sections.append(text)
+    for name in args.transfer:
+        text, _ = evaluate_scenario(
+            load_scenario(name), args.transfer_traces, args, heuristics, prov, out
+        )
+        sections.append(text)
+    curves = {}
+    for spec in args.policy:
+        path = policy_file(spec)
+        meta = read_metadata(path)
+        tb = meta.get("tensorboard")
+        if tb and Path(tb).is_dir():
+            curves[agent_name(path)] = read_scalars(tb)
+    if curves:
+        plot_learning_curves(curves, out / "learning_curve.png", prov.markdown().replace("`", ""))
+        for name, df in curves.items():
+            stem = name.split(":")[-1].replace("/", "_")
+            with atomic_path(out / f"learning_curve_{stem}.csv") as tmp:
+                df.to_csv(tmp, index=False)
+        sections += [
+            "## Learning curves",
+            "",
+            "Validation average JCT (on the scenario's validation traces, Crius on "
+            "the same traces dashed) and training return, exported from TensorBoard.",
+            "",
+            "![learning curve](learning_curve.png)",
+            "",
+        ]
+    if args.notes:
+        sections += [
+            "## Discussion",
+            "",
+            f"_Hand-written commentary ({args.notes}) on the generated tables above._",
+            "",
+            Path(args.notes).read_text(encoding="utf-8"),
+            "",
+        ]
+    atomic_write_text(out / args.report_name, "\n".join(sections))
+    print(f"wrote {out / args.report_name}")
