@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 
+from crius_gym.atomic import fresh_run_dir
 from crius_gym.errors import CriusGymError
 
 
@@ -15,3 +17,23 @@ def run_main(main: Callable[[], None]) -> None:
     except (CriusGymError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def add_output_options(
+    parser: argparse.ArgumentParser,
+    script: str,
+    force_help: str = "replace existing outputs in --out (never by default)",
+) -> None:
+    """``--out`` (default: a fresh ``results/tmp/<script>-<date>-<time>/``) and ``--force``.
+
+    The scripts never overwrite committed files by default; with ``--force`` they replace
+    existing outputs (checked with :func:`crius_gym.atomic.refuse_overwrite`).
+    """
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=str(fresh_run_dir(script)),
+        help=f"output directory (default: a fresh results/tmp/{script}-<date>-<time>/; "
+        "existing outputs are replaced only with --force)",
+    )
+    parser.add_argument("--force", action="store_true", help=force_help)

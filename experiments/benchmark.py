@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
-from crius_gym.cli import run_main
+from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
+from crius_gym.cli import add_output_options, run_main
 from crius_gym.eval.bench import TimedPolicy, isolated, median_of
 from crius_gym.provenance import Provenance
 
@@ -86,14 +86,7 @@ def parse_args() -> argparse.Namespace:
         metavar="DIR",
         help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
     )
-    p.add_argument(
-        "--out",
-        help="output directory (default: a fresh results/tmp/benchmark-<date>-<time>/; "
-        "existing outputs are replaced only with --force)",
-    )
-    p.add_argument(
-        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
-    )
+    add_output_options(p, "benchmark")
     return p.parse_args()
 
 
@@ -271,10 +264,7 @@ def measure(
 def main() -> None:
     args = parse_args()
     stem = "benchmark_quick" if args.quick else "benchmark"
-    if args.out:
-        refuse_overwrite(
-            [Path(args.out) / f"{stem}.md", Path(args.out) / f"{stem}.csv"], args.force
-        )
+    refuse_overwrite([Path(args.out) / f"{stem}.md", Path(args.out) / f"{stem}.csv"], args.force)
     prov = Provenance.capture()
     q = args.quick
     rows: list[dict[str, Any]] = []
@@ -352,7 +342,7 @@ def main() -> None:
                 unscaled_arrivals=True,
             )
             rows.append(measure({"section": "overload", "case": policy}, fn, 1))
-    out = Path(args.out) if args.out else fresh_run_dir("benchmark")
+    out = Path(args.out)
     df = pd.DataFrame(rows)
     with atomic_path(out / ("benchmark_quick.csv" if q else "benchmark.csv")) as tmp:
         df.to_csv(tmp, index=False)

@@ -25,8 +25,8 @@ import pandas as pd
 import torch
 import yaml
 
-from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
-from crius_gym.cli import run_main
+from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
+from crius_gym.cli import add_output_options, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import RunStateError
@@ -87,15 +87,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--stress-jobs", type=int, default=600, help="their length in jobs (default: 600)"
     )
-    p.add_argument(
-        "--out",
-        help="where guide_margin.md/.csv go (default: a fresh results/tmp/guide-margin-<date>-"
-        "<time>/; existing files are replaced only with --force)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace existing outputs in --out and a deployment already recorded in a "
+    add_output_options(
+        p,
+        "guide-margin",
+        force_help="replace existing outputs in --out and a deployment already recorded in a "
         "policy's metadata.yaml (never by default)",
     )
     p.add_argument("--dry-run", action="store_true", help="print and write the table only")
@@ -108,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     margins = [parse_margin(m) for m in args.margins.split(",")]
     prov = Provenance.capture()
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    out = Path(args.out) if args.out else fresh_run_dir("guide-margin")
+    out = Path(args.out)
     refuse_overwrite([out / "guide_margin.md", out / "guide_margin.csv"], args.force)
     if not args.dry_run and not args.force:
         recorded = [s for s in args.policy if read_metadata(policy_file(Path(s))).get("deployment")]

@@ -25,8 +25,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
-from crius_gym.cli import run_main
+from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
+from crius_gym.cli import add_output_options, run_main
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
@@ -80,15 +80,7 @@ def parse_args() -> argparse.Namespace:
         metavar="DIR",
         help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
     )
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output directory (default: a fresh results/tmp/estimator-validation-<date>-"
-        "<time>/; existing outputs are replaced only with --force)",
-    )
-    p.add_argument(
-        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
-    )
+    add_output_options(p, "estimator-validation")
     p.add_argument(
         "--calibration",
         metavar="PATH",
@@ -344,7 +336,7 @@ def tuner_section(calibration: str | None, repeats: int) -> str:
 def main() -> None:
     args = parse_args()
     prov = Provenance.capture()
-    out = Path(args.out) if args.out else fresh_run_dir("estimator-validation")
+    out = Path(args.out)
     refuse_overwrite(
         [
             out / "estimator_validation.md",
@@ -391,44 +383,33 @@ def main() -> None:
     # --- targets
     target_rows = []
     verdicts = []
-    for dataset, key, label in (
-        ("arena", "arena_holdout_mape", "Arena held-out MAPE"),
-        ("megatron", "megatron_holdout_mape", "Megatron-LM Table 1 held-out MAPE"),
+    holdout = df[df["split"] == "holdout"]
+    pub = df[(df["dataset"] == "published") & (df["framework"] == "megatron")]
+    for label, rows, key in (
+        ("Arena held-out MAPE", holdout[holdout["dataset"] == "arena"], "arena_holdout_mape"),
+        (
+            "Megatron-LM Table 1 held-out MAPE",
+            holdout[holdout["dataset"] == "megatron"],
+            "megatron_holdout_mape",
+        ),
+        (
+            "Arena Wide-ResNet held-out MAPE",
+            holdout[(holdout["dataset"] == "arena") & (holdout["model_family"] == "wide_resnet")],
+            "wide_resnet_holdout_mape",
+        ),
+        ("Published Megatron-style runs (outside the fit) MAPE", pub, "published_mape"),
     ):
-        s = df[(df["dataset"] == dataset) & (df["split"] == "holdout")]
-        if s.empty:
+        if rows.empty:
             continue
-        val = float(error_summary(s)["mape_pct"].iloc[0])
-        ok = val <= TARGETS[key]
-        target_rows.append(
-            f"| {label} | {val:.1f}% | ≤ {TARGETS[key]:.0f}% | "
-            f"{'met' if ok else f'missed by {val - TARGETS[key]:.1f} points'} |"
-        )
-        verdicts.append(ok)
-    wrn = df[
-        (df["dataset"] == "arena")
-        & (df["split"] == "holdout")
-        & (df["model_family"] == "wide_resnet")
-    ]
-    if not wrn.empty:
-        val = float(error_summary(wrn)["mape_pct"].iloc[0])
-        goal = TARGETS["wide_resnet_holdout_mape"]
+        val = float(error_summary(rows)["mape_pct"].iloc[0])
+        goal = TARGETS[key]
         ok = val <= goal
         target_rows.append(
-            f"| Arena Wide-ResNet held-out MAPE | {val:.1f}% | ≤ {goal:.0f}% | "
+            f"| {label} | {val:.1f}% | ≤ {goal:.0f}% | "
             f"{'met' if ok else f'missed by {val - goal:.1f} points'} |"
         )
         verdicts.append(ok)
-    pub = df[(df["dataset"] == "published") & (df["framework"] == "megatron")]
     if not pub.empty:
-        val = float(error_summary(pub)["mape_pct"].iloc[0])
-        goal = TARGETS["published_mape"]
-        ok = val <= goal
-        target_rows.append(
-            f"| Published Megatron-style runs (outside the fit) MAPE | {val:.1f}% | "
-            f"≤ {goal:.0f}% | {'met' if ok else f'missed by {val - goal:.1f} points'} |"
-        )
-        verdicts.append(ok)
         o = oom_agreement(df[df["dataset"] == "published"])
         ok = o["false_oom"] == 0
         target_rows.append(

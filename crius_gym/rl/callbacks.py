@@ -248,9 +248,7 @@ class CheckpointCallback(BaseCallback):
         path = self.dir / f"model_{self.num_timesteps}.zip"
         with atomic_path(path) as tmp:
             self.model.save(tmp)
-        for old in sorted(self.dir.glob("model_*.zip"), key=lambda p: int(p.stem.split("_")[1]))[
-            :-2
-        ]:
+        for old in sorted(self.dir.glob("model_*.zip"), key=checkpoint_timesteps)[:-2]:
             old.unlink()
         return path
 
@@ -261,11 +259,14 @@ class CheckpointCallback(BaseCallback):
         return True
 
 
+def checkpoint_timesteps(path: Path) -> int:
+    """The timesteps a checkpoint file ``model_<timesteps>.zip`` was saved at."""
+    return int(path.stem.split("_")[1])
+
+
 def latest_checkpoint(save_dir: Path) -> Path | None:
     """The newest checkpoint of a run, if any."""
-    ckpts = sorted(
-        (save_dir / "checkpoints").glob("model_*.zip"), key=lambda p: int(p.stem.split("_")[1])
-    )
+    ckpts = sorted((save_dir / "checkpoints").glob("model_*.zip"), key=checkpoint_timesteps)
     return ckpts[-1] if ckpts else None
 
 

@@ -36,6 +36,7 @@ from crius_gym.rl.callbacks import (
     SchedMetricsCallback,
     ValidationCallback,
     ValidationSet,
+    checkpoint_timesteps,
     latest_checkpoint,
 )
 from crius_gym.rl.deviation import select_guide_margin, selection_scenarios
@@ -188,7 +189,7 @@ def _resume_point(spec: TrainSpec) -> Path:
     final = spec.policy_dir / "model.zip"
     done = int(meta.get("timesteps") or 0)
     if not meta.get("in_progress", True) and final.is_file():
-        ckpt_steps = int(ckpt.stem.split("_")[1]) if ckpt is not None else -1
+        ckpt_steps = checkpoint_timesteps(ckpt) if ckpt is not None else -1
         if done >= ckpt_steps:
             ckpt = final
     if ckpt is None:
@@ -202,7 +203,7 @@ def _resume_point(spec: TrainSpec) -> Path:
             f"{spec.policy_dir}: the run finished at {done} timesteps; pass a larger "
             "--total-timesteps to train it further"
         )
-    steps = done if ckpt == final else int(ckpt.stem.split("_")[1])
+    steps = done if ckpt == final else checkpoint_timesteps(ckpt)
     if steps >= spec.hyperparams.total_timesteps:
         raise RunStateError(
             f"{spec.policy_dir}: already trained {steps} timesteps >= --total-timesteps "

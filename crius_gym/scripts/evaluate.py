@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import run_main
+from crius_gym.cli import add_output_options, run_main
 from crius_gym.policies.registry import available
 
 # The evaluation itself (torch, the env, the simulator, plots) lives in
@@ -104,14 +104,7 @@ def parse_args() -> argparse.Namespace:
         metavar="DIR",
         help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
     )
-    p.add_argument(
-        "--out",
-        help="output directory (default: a fresh results/tmp/evaluate-<date>-<time>/; "
-        "existing outputs are replaced only with --force)",
-    )
-    p.add_argument(
-        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
-    )
+    add_output_options(p, "evaluate")
     p.add_argument(
         "--report-name",
         default="evaluation.md",

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
+from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.curves import plot_learning_curves, read_scalars
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> None:
     """The evaluation ``crius-evaluate`` / ``experiments/evaluate.py`` runs (see its --help)."""
     torch.set_num_threads(1)
     prov = Provenance.capture()
-    out = Path(args.out) if args.out else fresh_run_dir("evaluate")
+    out = Path(args.out)
     names = [load_scenario(args.scenario).name, *(load_scenario(n).name for n in args.transfer)]
     refuse_overwrite(
         [

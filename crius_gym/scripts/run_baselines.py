@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from crius_gym.atomic import atomic_path, atomic_write_text, fresh_run_dir, refuse_overwrite
+from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import run_main
+from crius_gym.cli import add_output_options, run_main
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import available, describe
 from crius_gym.provenance import Provenance
@@ -77,15 +77,7 @@ def parse_args() -> argparse.Namespace:
         metavar="DIR",
         help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
     )
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output root (default: a fresh results/tmp/baselines-<date>-<time>/; existing "
-        "outputs are replaced only with --force)",
-    )
-    p.add_argument(
-        "--force", action="store_true", help="replace existing outputs in --out (never by default)"
-    )
+    add_output_options(p, "baselines")
     p.add_argument(
         "--report-name",
         default="baselines.md",
@@ -110,7 +102,7 @@ def main() -> None:
             f"--ground-truth {args.ground_truth!r} not in {list(scenarios.GROUND_TRUTHS)}"
         )
     prov = Provenance.capture()
-    out = Path(args.out) if args.out else fresh_run_dir("baselines")
+    out = Path(args.out)
     names = [load_scenario(n).name for n in args.scenario]
     refuse_overwrite([out / args.report_name, *(out / n for n in names)], args.force)
     sections = [
