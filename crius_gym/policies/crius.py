@@ -666,6 +666,9 @@ class _Victims:
         move.sort(key=lambda e: e[:3])
         self.move = move
         self._move_keys = [e[0] for e in move]
+        # Where each entry's count ends in ``move``: within a count, entries are ranked by
+        # best-case gain, so once one cannot beat the best move found, neither can the rest.
+        self.count_end = [bisect.bisect_right(self._move_keys, key) for key in self._move_keys]
 
     def shrink_pool(self, changed: frozenset[int]) -> list[tuple[float, int, _Held]]:
         """Jobs with at least half the largest GPU count among the unchanged ones."""
@@ -678,9 +681,9 @@ class _Victims:
                 return pool
         return []
 
-    def movable_from(self, max_free: int) -> list[tuple[int, float, int, _Held]]:
-        """Move entries of jobs holding at most ``max_free`` GPUs."""
-        return self.move[bisect.bisect_left(self._move_keys, -max_free) :]
+    def movable_from(self, max_free: int) -> int:
+        """Position in ``move`` of the first entry of a job holding at most ``max_free`` GPUs."""
+        return bisect.bisect_left(self._move_keys, -max_free)
 
 
 class _DowngradeSearch:
@@ -849,13 +852,18 @@ class _DowngradeSearch:
         free = {u: node.alloc.free_gpus(u) for u in victims.others}
         lacking = max(1, node.quota[1] - node.alloc.free_gpus(gpu_type))
         best: tuple[int, float, int, _Held, _Option] | None = None
-        for neg_n, neg_bound, index, h in victims.movable_from(max(free.values(), default=0)):
+        move, count_end = victims.move, victims.count_end
+        k = victims.movable_from(max(free.values(), default=0))
+        while k < len(move):
+            neg_n, neg_bound, index, h = move[k]
             freed = min(-neg_n, lacking)
             if best is not None:
                 if freed < best[0]:
                     break  # ranked by count: nothing below frees as much
                 if freed == best[0] and -neg_bound <= best[1]:
+                    k = count_end[k]  # nor can the rest of this count
                     continue
+            k += 1
             if index in node.changed:
                 continue
             for u in victims.others:

@@ -110,25 +110,41 @@ class Allocator:
         view.flags.writeable = False
         return view
 
-    def _choose(self, cell: Cell) -> np.ndarray | None:
+    def _choose(self, cell: Cell) -> list[int] | None:
+        """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
         free = self._free.get(cell.gpu_type)
         if free is None:
             return None
         lay = cell.layout
-        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
+        cap = self._capacity[cell.gpu_type]
+        if lay.gpus_per_node > cap:
             return None
         if self._free_total[cell.gpu_type] < lay.num_gpus:
             return None
+        if lay.num_nodes == 1:
+            # Best fit on one node without a sort: the fewest free GPUs that still fit (argmin
+            # takes the lowest index among ties), nodes that do not fit masked above capacity.
+            masked = np.where(free >= lay.gpus_per_node, free, cap + 1)
+            node = int(masked.argmin())
+            return None if masked[node] > cap else [node]
         fits = np.flatnonzero(free >= lay.gpus_per_node)
         if len(fits) < lay.num_nodes:
             return None
         # Best fit: fewest free GPUs first, then lowest index (stable sort keeps index order).
         order = np.argsort(free[fits], kind="stable")
-        return fits[order[: lay.num_nodes]]
+        return sorted(fits[order[: lay.num_nodes]].tolist())
 
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs now."""
-        return self._choose(cell) is not None
+        free = self._free.get(cell.gpu_type)
+        if free is None:
+            return False
+        lay = cell.layout
+        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
+            return False
+        if self._free_total[cell.gpu_type] < lay.num_gpus:
+            return False
+        return int(np.count_nonzero(free >= lay.gpus_per_node)) >= lay.num_nodes
 
     def place(self, cell: Cell) -> Placement | None:
         """Take GPUs for a Cell (best fit); None when it does not fit."""
@@ -136,9 +152,13 @@ class Allocator:
         if nodes is None:
             return None
         g = cell.layout.gpus_per_node
-        self._free[cell.gpu_type][nodes] -= g
+        free = self._free[cell.gpu_type]
+        if len(nodes) == 1:
+            free[nodes[0]] -= g
+        else:
+            free[np.asarray(nodes, dtype=np.int64)] -= g
         self._free_total[cell.gpu_type] -= len(nodes) * g
-        return Placement(cell.gpu_type, tuple(int(n) for n in sorted(nodes)), g)
+        return Placement(cell.gpu_type, tuple(nodes), g)
 
     def take(self, placement: Placement) -> None:
         """Take exactly the GPUs of ``placement`` (they must be free)."""
@@ -152,9 +172,16 @@ class Allocator:
     def release(self, placement: Placement) -> None:
         """Return a placement's GPUs."""
         free = self._free[placement.gpu_type]
-        idx = np.asarray(placement.nodes, dtype=np.int64)
-        free[idx] += placement.gpus_per_node
-        if (free[idx] > self._capacity[placement.gpu_type]).any():
+        cap = self._capacity[placement.gpu_type]
+        if len(placement.nodes) == 1:  # most Cells: scalar arithmetic, no index array
+            node = placement.nodes[0]
+            free[node] += placement.gpus_per_node
+            over = free[node] > cap
+        else:
+            idx = np.asarray(placement.nodes, dtype=np.int64)
+            free[idx] += placement.gpus_per_node
+            over = (free[idx] > cap).any()
+        if over:
             raise RuntimeError(f"released more GPUs than node capacity: {placement}")
         self._free_total[placement.gpu_type] += placement.num_gpus
 
