@@ -620,6 +620,38 @@ class _Node:
         return frozenset((i, o.cell) for i, o in self.changes), self.quota
 
 
+@dataclass(frozen=True)
+class _Step:
+    """A change to one running job from a search state, not yet applied."""
+
+    parent: _Node
+    delta: float  # the resulting state's summed throughput change, as :meth:`apply` gives
+    victim: _Held
+    option: _Option
+
+    def key(self) -> _Key:
+        """The key of the state it leads to."""
+        pairs = [(i, o.cell) for i, o in self.parent.changes]
+        pairs.append((self.victim.index, self.option.cell))
+        return frozenset(pairs), self.parent.quota
+
+    def apply(self) -> _Node:
+        """The state it leads to (the victim on its new Cell in a copy of the allocation)."""
+        node, h, option = self.parent, self.victim, self.option
+        alloc = node.alloc.copy()
+        alloc.release(h.placement)
+        placed = alloc.place(option.cell)
+        assert placed is not None
+        return _Node(
+            alloc,
+            (*node.changes, (h.index, option)),
+            node.quota,
+            self.delta,
+            _FitMemo(alloc),
+            node.changed | {h.index},
+        )
+
+
 # A search state's identity: its changes to running jobs and the new job's quota.
 _Key = tuple[frozenset[tuple[int, Cell]], tuple[str, int]]
 # A victim step: the state's throughput change after it, the victim and its new Cell.
@@ -718,56 +750,100 @@ class _DowngradeSearch:
         self.depth = depth
 
     def run(self) -> _AdmitPlan | None:
-        """The feasible plan with the largest summed throughput (None: nothing fits)."""
+        """The feasible plan with the largest summed throughput (None: nothing fits).
+
+        Two shortcuts keep the result of the plain breadth-first search while building far
+        fewer states when many jobs run (bounds in :meth:`_bound`, :meth:`_children`):
+
+        * on the last step a child whose gain cannot beat the best plan is not built;
+        * on the step before, a victim change none of whose states (itself or its children) can
+          beat the best plan is kept unbuilt in the next frontier.  Such a state yields nothing
+          when expanded; it only takes one of the ``max_search_nodes`` expansions if its branch
+          does not end there, which is settled (by building it) only when that could change
+          which states the budget reaches.
+        """
         alloc = self.ledger.alloc.copy()
         root = _Node(alloc, (), self.quota, 0.0, _FitMemo(alloc), frozenset())
         best, done = self._evaluate(root, None)
-        frontier = [] if done else [root]
+        frontier: list[_Node | _Step] = [] if done else [root]
         seen = {root.key()}
+        budget = self.opts.max_search_nodes
         expanded = 0
         for step in range(self.depth):
             remaining = self.depth - step
-            nxt: list[_Node] = []
-            for node in frontier:
-                if expanded >= self.opts.max_search_nodes:
+            nxt: list[_Node | _Step] = []
+            unsettled: list[_Step] = []  # hopeless states passed whose expansion is unknown
+            for entry in frontier:
+                if isinstance(entry, _Step):
+                    unsettled.append(entry)
+                    continue
+                if unsettled and expanded + len(unsettled) >= budget:
+                    expanded += sum(not self._ends(s) for s in unsettled)
+                    unsettled = []
+                if expanded >= budget:
                     break
                 expanded += 1
                 if remaining == 1 and best is not None:
-                    best = self._evaluate_leaves(node, best, seen)
+                    best = self._evaluate_leaves(entry, best, seen)
                     continue
-                for child in self._children(node, remaining):
+                for child in self._children(entry, remaining):
                     key = child.key()
                     if key in seen:
                         continue
                     seen.add(key)
+                    if isinstance(child, _Step):
+                        if remaining == 2 and best is not None and self._hopeless(child, best):
+                            nxt.append(child)
+                            continue
+                        child = child.apply()
                     best, done = self._evaluate(child, best)
                     if not done:
                         nxt.append(child)
             frontier = nxt
         return best
 
+    def _bar(self, best: _AdmitPlan) -> float:
+        """The gain a state must be able to beat to matter, less a margin above rounding."""
+        return best.gain + _TIE_SAMPLES_S - _BOUND_SLACK_SAMPLES_S
+
+    def _hopeless(self, s: _Step, best: _AdmitPlan) -> bool:
+        """Whether neither the state of a victim change nor any child of it can beat ``best``.
+
+        Its children are one more step: the new job halved or on another type (same change),
+        or one more victim of the new job's type shrunk (at least that type's least loss) or
+        moved (at most its best move's gain).
+        """
+        speeds, job = self.speeds, self.job
+        gpu_type, n = s.parent.quota
+        victims = self.ledger.victims(gpu_type)
+        own = speeds.best_throughput(job, gpu_type, n) + max(
+            0.0, -victims.least_shrink_loss, victims.best_move_change
+        )
+        half = speeds.best_throughput(job, gpu_type, n // 2) if n > 1 else 0.0
+        moved = speeds.best_elsewhere(job, gpu_type, n)
+        return s.delta + max(own, half, moved) <= self._bar(best)
+
+    def _ends(self, s: _Step) -> bool:
+        """Whether a victim change's state ends its branch (so it takes no expansion)."""
+        return self._evaluate(s.apply(), None)[1]
+
     def _evaluate_leaves(self, node: _Node, best: _AdmitPlan, seen: set[_Key]) -> _AdmitPlan:
         """Evaluate a node's children on the last step, skipping those that cannot win.
 
         A last-step child is never expanded, so it matters only if its gain can beat ``best``.
         Its gain is at most its throughput change plus the new job's fastest option at its
-        quota; a child whose bound does not clear ``best`` (less a margin far above rounding) is
-        neither built nor evaluated.  Skipping it leaves ``best`` as evaluating it would, so the
-        plan is the same, found with far fewer allocator copies when many jobs run.
+        quota; a child whose bound does not clear ``best`` is neither built nor evaluated.
         """
-
-        def bar() -> float:
-            return best.gain + _TIE_SAMPLES_S - _BOUND_SLACK_SAMPLES_S
-
-        for child in self._children(node, 1, bar):
+        current = [best]  # the bar rises as children improve the plan
+        for child in self._children(node, 1, lambda: self._bar(current[0])):
             key = child.key()
             if key in seen:
                 continue
             seen.add(key)
-            plan = self._evaluate(child, best)[0]
-            assert plan is not None  # evaluating never loses the best plan
-            best = plan
-        return best
+            plan = self._evaluate(child if isinstance(child, _Node) else child.apply(), current[0])
+            assert plan[0] is not None  # evaluating never loses the best plan
+            current[0] = plan[0]
+        return current[0]
 
     def _evaluate(self, node: _Node, best: _AdmitPlan | None) -> tuple[_AdmitPlan | None, bool]:
         """Place the new job in a state; returns the better plan and whether the branch ends."""
@@ -784,8 +860,8 @@ class _DowngradeSearch:
 
     def _children(
         self, node: _Node, remaining: int, bar: Callable[[], float] | None = None
-    ) -> Iterator[_Node]:
-        """Successor states in the search order.
+    ) -> Iterator[_Node | _Step]:
+        """Successor states in the search order (victim changes not yet applied).
 
         ``bar`` (last step only): the gain a child must be able to beat; a child whose bound (its
         throughput change plus the new job's fastest option at its quota) does not clear it is
@@ -820,13 +896,13 @@ class _DowngradeSearch:
                 if not hopeless(node.delta - victims.least_shrink_loss, node.quota):
                     found = self._shrink_victim(node, vt)
                     if found is not None and not hopeless(found[0], node.quota):
-                        yield self._change(node, *found[1:])
+                        yield _Step(node, *found)
             if self.opts.type_change:
                 victims = self.ledger.victims(vt)
                 if not hopeless(node.delta + victims.best_move_change, node.quota):
                     found = self._move_victim(node, vt)
                     if found is not None and not hopeless(found[0], node.quota):
-                        yield self._change(node, *found[1:])
+                        yield _Step(node, *found)
 
     def _shrink_victim(self, node: _Node, gpu_type: str) -> _Pick | None:
         """Halve the running job of a type that loses the least throughput."""
@@ -878,21 +954,6 @@ class _DowngradeSearch:
         if best is None:
             return None
         return node.delta + best[4].throughput - best[3].throughput, best[3], best[4]
-
-    @staticmethod
-    def _change(node: _Node, h: _Held, option: _Option) -> _Node:
-        alloc = node.alloc.copy()
-        alloc.release(h.placement)
-        placed = alloc.place(option.cell)
-        assert placed is not None
-        return _Node(
-            alloc,
-            (*node.changes, (h.index, option)),
-            node.quota,
-            node.delta + option.throughput - h.throughput,
-            _FitMemo(alloc),
-            node.changed | {h.index},
-        )
 
 
 def _commit(ledger: _Ledger, index: int, plan: _AdmitPlan) -> None:
