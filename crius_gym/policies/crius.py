@@ -376,6 +376,7 @@ class _Held:
     throughput: float  # estimated samples/s on its Cell
     movable: bool  # False once started or changed in this decision (one change per decision)
     view: JobView | None  # None for jobs started in this decision
+    iter_time_s: float = 0.0  # the estimate its throughput came from (running jobs)
 
 
 class _TypeJobs:
@@ -394,6 +395,62 @@ class _TypeJobs:
         return self.jobs[k:], self.gpus_after[k]
 
 
+class _Carry:
+    """What one decision's bookkeeping hands to the next, for less work and the same decisions.
+
+    Both are pure functions of jobs that did not change in between.  ``held`` keeps each
+    running job's :class:`_Held` while its record, Cell, placement and estimate stay;
+    ``victims`` keeps the last victim ranking of each GPU type while its movable jobs are the
+    very same objects.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[int, _Held] = {}
+        self._victims: dict[str, tuple[list[_Held], _Victims]] = {}
+
+    def held(self, active: tuple[JobView, ...]) -> dict[int, _Held]:
+        """Running jobs as movable :class:`_Held` by trace index (in arrival order)."""
+        last, out = self._held, {}
+        for v in active:
+            h = last.get(v.index)
+            if (
+                h is None
+                or h.view is not v
+                or h.cell is not v.cell
+                or h.placement is not v.placement
+                or h.iter_time_s != v.estimated_iter_time_s
+            ):
+                assert v.cell is not None and v.placement is not None
+                thr = v.job.global_batch / v.estimated_iter_time_s
+                h = _Held(
+                    v.index,
+                    v.job,
+                    v.cell,
+                    v.placement,
+                    v.placement.num_gpus,
+                    thr,
+                    True,
+                    v,
+                    v.estimated_iter_time_s,
+                )
+            out[v.index] = h
+        self._held = out
+        return dict(out)
+
+    def victims(self, speeds: _SpeedTable, gpu_type: str, jobs: list[_Held]) -> _Victims:
+        """The victim ranking of a type's movable jobs, reused while they are the same."""
+        hit = self._victims.get(gpu_type)
+        if (
+            hit is not None
+            and len(hit[0]) == len(jobs)
+            and all(a is b for a, b in zip(hit[0], jobs, strict=True))
+        ):
+            return hit[1]
+        victims = _Victims(speeds, gpu_type, jobs)
+        self._victims[gpu_type] = (jobs, victims)
+        return victims
+
+
 class _Ledger:
     """A scratch allocation, the jobs holding GPUs in it and the actions that lead to it.
 
@@ -403,18 +460,21 @@ class _Ledger:
     """
 
     def __init__(
-        self, snapshot: Snapshot, speeds: _SpeedTable, resume_at: dict[int, float]
+        self,
+        snapshot: Snapshot,
+        speeds: _SpeedTable,
+        resume_at: dict[int, float],
+        carry: _Carry | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.speeds = speeds
         self.alloc = snapshot.scratch()
-        self.held: dict[int, _Held] = {}
-        for v in snapshot.active:
-            assert v.cell is not None and v.placement is not None
-            thr = v.job.global_batch / v.estimated_iter_time_s
-            self.held[v.index] = _Held(
-                v.index, v.job, v.cell, v.placement, v.placement.num_gpus, thr, True, v
-            )
+        self._carry = _Carry() if carry is None else carry
+        self.held = self._carry.held(snapshot.active)
+        # Movable jobs per type in arrival order, kept as jobs change (``active`` is in order).
+        self._movable: dict[str, list[_Held]] = {t: [] for t in speeds.gpu_types}
+        for h in self.held.values():
+            self._movable[h.cell.gpu_type].append(h)
         self.waiting = list(snapshot.waiting.indices)
         # Jobs preempted in this decision: one change per job per decision, so they wait for
         # the next one (restarting a victim elsewhere at once would be a second change).
@@ -432,18 +492,20 @@ class _Ledger:
             self._fit = _FitMemo(self.alloc)
         return self._fit
 
-    def _changed(self, gpu_type: str | None) -> None:
-        """The allocation changed; so did the movable jobs of ``gpu_type`` (None: no type's)."""
+    def _changed(self, left: _Held | None) -> None:
+        """The allocation changed; ``left`` (if any) is no longer movable."""
         self._fit = None
-        if gpu_type is not None:
-            self._by_type.pop(gpu_type, None)
-            self._victims.pop(gpu_type, None)
+        if left is not None:
+            t = left.cell.gpu_type
+            self._movable[t].remove(left)
+            self._by_type.pop(t, None)
+            self._victims.pop(t, None)
 
     def victims(self, gpu_type: str) -> _Victims:
         """The movable jobs of a type ranked as downgrade-search victims."""
         hit = self._victims.get(gpu_type)
         if hit is None:
-            hit = self._victims[gpu_type] = _Victims(
+            hit = self._victims[gpu_type] = self._carry.victims(
                 self.speeds, gpu_type, self.on_type(gpu_type).jobs
             )
         return hit
@@ -452,12 +514,7 @@ class _Ledger:
         """Jobs on a GPU type that may still change in this decision."""
         hit = self._by_type.get(gpu_type)
         if hit is None:
-            jobs = [
-                self.held[index]
-                for index in sorted(self.held)
-                if self.held[index].movable and self.held[index].cell.gpu_type == gpu_type
-            ]
-            hit = self._by_type[gpu_type] = _TypeJobs(jobs)
+            hit = self._by_type[gpu_type] = _TypeJobs(list(self._movable.get(gpu_type, ())))
         return hit
 
     def _pause_s(self, num_gpus: int, has_progress: bool) -> float:
@@ -499,7 +556,7 @@ class _Ledger:
             throughput=option.throughput,
             movable=False,
         )
-        self._changed(h.cell.gpu_type)  # it is no longer movable there
+        self._changed(h)  # it is no longer movable
         self.actions.append(
             Reconfigure(h.job.job_id, option.cell, self.speeds.constraints, "pruned")
         )
@@ -515,7 +572,7 @@ class _Ledger:
         self.alloc.release(h.placement)
         bisect.insort(self.waiting, index)
         self.preempted.add(index)
-        self._changed(h.cell.gpu_type)
+        self._changed(h if h.movable else None)
         self.actions.append(Preempt(h.job.job_id))
 
     def reject(self, index: int, reason: str) -> None:
@@ -1135,11 +1192,13 @@ class CriusPolicy:
         self._tables: dict[int, _SpeedTable] = {}
         # When each job the policy (re)started resumes iterating, simulated seconds.
         self._resume_at: dict[int, float] = {}
+        self._carry = _Carry()
 
     def reset(self, context: PolicyContext) -> None:
         """Start a new run: fresh bookkeeping (speeds stay cached per tuner: they are pure)."""
         self._speeds = self._speed_table(context.cluster, context.tuner)
         self._resume_at = {}
+        self._carry = _Carry()
 
     def _speed_table(self, cluster: ClusterSpec, tuner: Tuner) -> _SpeedTable:
         # One table per tuner, kept across runs: its entries are a function of the tuner's
@@ -1157,7 +1216,7 @@ class CriusPolicy:
         speeds = self._speeds
         if speeds is None or speeds.tuner is not snapshot.tuner:
             speeds = self._speeds = self._speed_table(snapshot.cluster, snapshot.tuner)
-        ledger = _Ledger(snapshot, speeds, self._resume_at)
+        ledger = _Ledger(snapshot, speeds, self._resume_at, self._carry)
         if self.options.opportunistic:
             _restart_blockers(ledger, self.options)
         _admit_waiting(ledger, self.options)
