@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -749,6 +750,15 @@ class _Victims:
         # Bounds over every entry, for skipping last-step search states that cannot win.
         self.least_shrink_loss = min((e[0] for v in shrink.values() for e in v), default=np.inf)
         self.best_move_change = max((-e[1] for e in move), default=-np.inf)
+        # The most GPUs of this type that k victim steps can free: each changes one job, and
+        # frees half its GPUs (shrunk) or all of them (moved away).
+        freeable = [
+            n if speeds.best_elsewhere(h.job, gpu_type, n) > 0 else n // 2
+            for h in jobs
+            for n in (h.num_gpus,)
+        ]
+        freeable.sort(reverse=True)
+        self.freeable_by_steps = [0, *itertools.accumulate(freeable)]
         self.shrink_counts = sorted(shrink, reverse=True)
         self._shrink = {n: sorted(v, key=lambda e: e[:2]) for n, v in shrink.items()}
         self._pools: dict[int, list[tuple[float, int, _Held]]] = {}
@@ -819,6 +829,8 @@ class _DowngradeSearch:
           does not end there, which is settled (by building it) only when that could change
           which states the budget reaches.
         """
+        if not self._may_fit():
+            return None
         alloc = self.ledger.alloc.copy()
         root = _Node(alloc, (), self.quota, 0.0, _FitMemo(alloc), frozenset())
         best, done = self._evaluate(root, None)
@@ -858,6 +870,30 @@ class _DowngradeSearch:
                         nxt.append(child)
             frontier = nxt
         return best
+
+    def _may_fit(self) -> bool:
+        """Whether some state within ``depth`` steps could have room for the new job.
+
+        A quota (type, count) reached with q steps (halvings, plus one to change type) leaves
+        at most depth - q victim steps on that type, which free at most the ranked
+        ``freeable_by_steps``; when no reachable quota with a Cell gets that many GPUs, no state
+        fits and the search would find nothing.
+        """
+        t0, n0 = self.quota
+        halvings = n0.bit_length() - 1 if self.opts.scaling else 0
+        for a in range(min(halvings, self.depth) + 1):
+            m = n0 >> a
+            for t in self.speeds.gpu_types:
+                q = a + (t != t0)
+                if q > self.depth or (t != t0 and not self.opts.type_change):
+                    continue
+                if not self.speeds.options(self.job, t, m):
+                    continue
+                steps = self.ledger.victims(t).freeable_by_steps
+                freed = steps[min(self.depth - q, len(steps) - 1)]
+                if self.ledger.alloc.free_gpus(t) + freed >= m:
+                    return True
+        return False
 
     def _bar(self, best: _AdmitPlan) -> float:
         """The gain a state must be able to beat to matter, less a margin above rounding."""
