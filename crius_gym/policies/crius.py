@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -378,6 +377,12 @@ class _Held:
     movable: bool  # False once started or changed in this decision (one change per decision)
     view: JobView | None  # None for jobs started in this decision
     iter_time_s: float = 0.0  # the estimate its throughput came from (running jobs)
+    # Its bounds as a downgrade-search victim (:func:`_victim_bounds`), computed when first
+    # needed; a record's Cell and speed never change (a change makes a new record, and
+    # ``replace`` does not copy this field).
+    victim_bounds: tuple[float | None, float | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
 
 class _TypeJobs:
@@ -725,6 +730,19 @@ class _AdmitPlan:
     gain: float  # summed throughput change including the new job, samples/s
 
 
+def _victim_bounds(speeds: _SpeedTable, h: _Held) -> tuple[float | None, float | None]:
+    """A running job's best-case loss when halved and best-case change when moved (samples/s).
+
+    None where the step is impossible (no Cell at half the count, or at the count elsewhere).
+    """
+    t, n = h.cell.gpu_type, h.num_gpus
+    loss = None
+    if n >= 2 and speeds.options(h.job, t, n // 2):
+        loss = h.throughput - speeds.best_throughput(h.job, t, n // 2)
+    bound = speeds.best_elsewhere(h.job, t, n)
+    return loss, (bound - h.throughput if bound > 0 else None)
+
+
 class _Victims:
     """Running jobs of one GPU type as victims of the downgrade search, pre-ranked once.
 
@@ -740,34 +758,32 @@ class _Victims:
         shrink: dict[int, list[tuple[float, int, _Held]]] = {}
         move: list[tuple[int, float, int, _Held]] = []
         for h in jobs:
-            n = h.num_gpus
-            if n >= 2 and speeds.options(h.job, gpu_type, n // 2):
-                loss = h.throughput - speeds.best_throughput(h.job, gpu_type, n // 2)
-                shrink.setdefault(n, []).append((loss, h.index, h))
-            bound = speeds.best_elsewhere(h.job, gpu_type, n)
-            if bound > 0:
-                move.append((-n, h.throughput - bound, h.index, h))
+            bounds = h.victim_bounds
+            if bounds is None:
+                bounds = h.victim_bounds = _victim_bounds(speeds, h)
+            loss, change = bounds
+            if loss is not None:
+                shrink.setdefault(h.num_gpus, []).append((loss, h.index, h))
+            if change is not None:
+                move.append((-h.num_gpus, -change, h.index, h))
         # Bounds over every entry, for skipping last-step search states that cannot win.
         self.least_shrink_loss = min((e[0] for v in shrink.values() for e in v), default=np.inf)
         self.best_move_change = max((-e[1] for e in move), default=-np.inf)
-        # The most GPUs of this type that k victim steps can free: each changes one job, and
-        # frees half its GPUs (shrunk) or all of them (moved away).
-        freeable = [
-            n if speeds.best_elsewhere(h.job, gpu_type, n) > 0 else n // 2
-            for h in jobs
-            for n in (h.num_gpus,)
-        ]
-        freeable.sort(reverse=True)
-        self.freeable_by_steps = [0, *itertools.accumulate(freeable)]
         self.shrink_counts = sorted(shrink, reverse=True)
-        self._shrink = {n: sorted(v, key=lambda e: e[:2]) for n, v in shrink.items()}
+        # Trace indices are unique, so plain tuple order is (bound, index) order.
+        self._shrink = {n: sorted(v) for n, v in shrink.items()}
         self._pools: dict[int, list[tuple[float, int, _Held]]] = {}
-        move.sort(key=lambda e: e[:3])
+        move.sort()
         self.move = move
         self._move_keys = [e[0] for e in move]
         # Where each entry's count ends in ``move``: within a count, entries are ranked by
         # best-case gain, so once one cannot beat the best move found, neither can the rest.
-        self.count_end = [bisect.bisect_right(self._move_keys, key) for key in self._move_keys]
+        self.count_end = [0] * len(move)
+        end = len(move)
+        for k in range(len(move) - 1, -1, -1):
+            if k + 1 < len(move) and self._move_keys[k + 1] != self._move_keys[k]:
+                end = k + 1
+            self.count_end[k] = end
 
     def shrink_pool(self, changed: frozenset[int]) -> list[tuple[float, int, _Held]]:
         """Jobs with at least half the largest GPU count among the unchanged ones."""
@@ -776,7 +792,7 @@ class _Victims:
                 pool = self._pools.get(n)
                 if pool is None:
                     pool = self._shrink[n] + self._shrink.get(n // 2, [])
-                    pool = self._pools[n] = sorted(pool, key=lambda e: e[:2])
+                    pool = self._pools[n] = sorted(pool)
                 return pool
         return []
 
@@ -829,8 +845,6 @@ class _DowngradeSearch:
           does not end there, which is settled (by building it) only when that could change
           which states the budget reaches.
         """
-        if not self._may_fit():
-            return None
         alloc = self.ledger.alloc.copy()
         root = _Node(alloc, (), self.quota, 0.0, _FitMemo(alloc), frozenset())
         best, done = self._evaluate(root, None)
@@ -870,30 +884,6 @@ class _DowngradeSearch:
                         nxt.append(child)
             frontier = nxt
         return best
-
-    def _may_fit(self) -> bool:
-        """Whether some state within ``depth`` steps could have room for the new job.
-
-        A quota (type, count) reached with q steps (halvings, plus one to change type) leaves
-        at most depth - q victim steps on that type, which free at most the ranked
-        ``freeable_by_steps``; when no reachable quota with a Cell gets that many GPUs, no state
-        fits and the search would find nothing.
-        """
-        t0, n0 = self.quota
-        halvings = n0.bit_length() - 1 if self.opts.scaling else 0
-        for a in range(min(halvings, self.depth) + 1):
-            m = n0 >> a
-            for t in self.speeds.gpu_types:
-                q = a + (t != t0)
-                if q > self.depth or (t != t0 and not self.opts.type_change):
-                    continue
-                if not self.speeds.options(self.job, t, m):
-                    continue
-                steps = self.ledger.victims(t).freeable_by_steps
-                freed = steps[min(self.depth - q, len(steps) - 1)]
-                if self.ledger.alloc.free_gpus(t) + freed >= m:
-                    return True
-        return False
 
     def _bar(self, best: _AdmitPlan) -> float:
         """The gain a state must be able to beat to matter, less a margin above rounding."""
