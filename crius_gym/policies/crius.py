@@ -1008,6 +1008,7 @@ class _DowngradeSearch:
     def _move_victim(self, node: _Node, gpu_type: str) -> _Pick | None:
         """Move a running job of a type to the other type where it fares best."""
         victims = self.ledger.victims(gpu_type)
+        best_at = self.speeds.best_throughput
         free = {u: node.alloc.free_gpus(u) for u in victims.others}
         lacking = max(1, node.quota[1] - node.alloc.free_gpus(gpu_type))
         best: tuple[int, float, int, _Held, _Option] | None = None
@@ -1028,6 +1029,12 @@ class _DowngradeSearch:
             for u in victims.others:
                 if free[u] < h.num_gpus:
                     continue
+                if (
+                    best is not None
+                    and freed == best[0]
+                    and best_at(h.job, u, h.num_gpus) - h.throughput <= best[1]
+                ):
+                    continue  # even its fastest Cell there would not beat the best move
                 opt = self.speeds.first_fit(node.fit, h.job, u, h.num_gpus)
                 if opt is None:
                     continue
