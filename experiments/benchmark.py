@@ -261,8 +261,22 @@ def measure(
     return out
 
 
+def reference_loop_s() -> float:
+    """CPU seconds of a fixed pure-Python loop: this machine's speed at the moment.
+
+    Shared machines drift (here by up to 1.7x within minutes); the report states the loop's
+    time before and after the run so that numbers from two runs can be compared.
+    """
+    t0 = time.process_time()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return time.process_time() - t0
+
+
 def main() -> None:
     args = parse_args()
+    loop_before_s = reference_loop_s()
     stem = "benchmark_quick" if args.quick else "benchmark"
     refuse_overwrite([Path(args.out) / f"{stem}.md", Path(args.out) / f"{stem}.csv"], args.force)
     prov = Provenance.capture()
@@ -353,6 +367,10 @@ def main() -> None:
         f"Machine: {platform.machine()}, {platform.python_implementation()} "
         f"{platform.python_version()}; medians of {args.repeats} runs where repeated; each "
         "measurement in a fresh process (start-up and trace loading included in `wall_s`).",
+        "",
+        f"Machine speed: a fixed 10M-step Python loop took {loop_before_s:.2f} s before the run "
+        f"and {reference_loop_s():.2f} s after it (lower is faster; compare runs only at similar "
+        "speeds, and ratios measured in one run).",
         "",
     ]
     if q:

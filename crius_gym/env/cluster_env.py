@@ -301,6 +301,29 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             return {}
         return self.encoder.encode(self._state, self._decisions_now)
 
+    def observation_tables(
+        self, observation: Mapping[str, np.ndarray] | None = None, frames: bool = False
+    ) -> dict[str, Any]:
+        """An observation unflattened into its named tables, for reading and debugging.
+
+        Args:
+            observation: an observation of this env (default: the current one).
+            frames: return pandas DataFrames with the feature names as columns instead of
+                (rows, features) arrays.
+
+        Returns:
+            One entry per table key (``jobs``, ``cells``, ``cluster``, ``globals``, and with
+            ``reconfigure`` ``running`` and ``running_cells``); padded rows are zeros.
+        """
+        obs = self.current_observation() if observation is None else observation
+        tables = self.encoder.tables(obs)
+        if not frames:
+            return tables
+        import pandas as pd  # only here: the env itself does not need pandas
+
+        columns = self.encoder.columns
+        return {key: pd.DataFrame(t, columns=list(columns[key])) for key, t in tables.items()}
+
     def current_observation(self) -> dict[str, np.ndarray]:
         """The observation of the current decision (e.g. after :meth:`apply_external`)."""
         return self._obs()

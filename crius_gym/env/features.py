@@ -20,7 +20,7 @@ Tables are flattened because SB3 treats multi-dimensional boxes as images or war
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -235,6 +235,39 @@ class ObservationEncoder:
             shapes["running"] = (r, len(JOB_FEATURES))
             shapes["running_cells"] = (r * c, self.n_cell)
         return shapes
+
+    @property
+    def columns(self) -> dict[str, tuple[str, ...]]:
+        """Feature names of each table key, in column order (the keys of :attr:`row_shapes`)."""
+        names = {
+            "jobs": JOB_FEATURES,
+            "cells": self.cell_features,
+            "cluster": TYPE_FEATURES,
+            "globals": GLOBAL_FEATURES,
+            "running": JOB_FEATURES,
+            "running_cells": self.cell_features,
+        }
+        return {key: names[key] for key in self.row_shapes}
+
+    def tables(self, observation: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """An observation's tables as (rows, features) arrays (views, no copy).
+
+        Args:
+            observation: one observation of this encoder's space (``action_mask`` is dropped).
+
+        Raises:
+            ValueError: a table is missing or has the wrong size, naming it.
+        """
+        out = {}
+        for key, (rows, cols) in self.row_shapes.items():
+            flat = np.asarray(observation.get(key))
+            if flat.shape != (rows * cols,):
+                raise ValueError(
+                    f"observation table {key!r}: expected {rows * cols} values "
+                    f"({rows} rows x {cols} features), got shape {flat.shape}"
+                )
+            out[key] = flat.reshape(rows, cols)
+        return out
 
     def _space(self) -> spaces.Dict:
         d: dict[str, spaces.Space] = {

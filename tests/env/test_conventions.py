@@ -88,3 +88,22 @@ def test_dict_mask_observation_for_rllib_style_masking():
 @pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
 def test_render_modes_are_declared(mode):
     assert mode in crius_gym.env.CriusEnv.metadata["render_modes"]
+
+
+def test_observation_tables_unflatten_with_feature_names():
+    env = gym.make("crius_gym/Hetero64-v4").unwrapped
+    obs, _ = env.reset(seed=0)
+    tables = env.observation_tables(obs)
+    shapes = env.encoder.row_shapes
+    assert set(tables) == set(shapes)
+    for key, table in tables.items():
+        assert table.shape == shapes[key]
+        np.testing.assert_array_equal(table.reshape(-1), obs[key])  # a view of the same values
+    # The first waiting job is in the window, and named columns read the same numbers.
+    frames = env.observation_tables(frames=True)
+    assert list(frames["jobs"].columns) == list(env.encoder.columns["jobs"])
+    assert frames["jobs"]["present"].iloc[0] == 1.0
+    np.testing.assert_array_equal(frames["cells"].to_numpy(), tables["cells"])
+    bad = {**obs, "cells": obs["cells"][:-1]}
+    with pytest.raises(ValueError, match="'cells'"):
+        env.observation_tables(bad)
