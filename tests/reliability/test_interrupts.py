@@ -1,6 +1,7 @@
 """Interrupts at every phase of train_ppo.py end cleanly (issue 14, item 7): during start-up
-(no traceback, nothing claimed saved), and a second SIGTERM while the interrupt checkpoint is
-being written does not break it."""
+(no traceback, nothing claimed saved), a second SIGTERM while the interrupt checkpoint is being
+written does not break it, and Ctrl-C to the whole process group with ``vec_env=subproc`` (the
+env workers get it too) saves like a Ctrl-C to the trainer alone."""
 
 import os
 import signal
@@ -14,8 +15,8 @@ from tests.conftest import REPO
 from tests.experiments.test_rl_scripts import TINY
 
 
-def start(tmp_path, name, total="200000"):
-    args = [*TINY, "--out", str(tmp_path), "--run-name", name]
+def start(tmp_path, name, total="200000", extra=(), new_group=False):
+    args = [*TINY, "--out", str(tmp_path), "--run-name", name, *extra]
     args[args.index("--total-timesteps") + 1] = total
     return subprocess.Popen(
         [sys.executable, "experiments/train_ppo.py", *args],
@@ -24,6 +25,7 @@ def start(tmp_path, name, total="200000"):
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=new_group,  # its own process group, as a terminal's foreground job
     )
 
 
@@ -58,3 +60,17 @@ def test_second_sigterm_does_not_break_the_interrupt_save(tmp_path):
     meta = yaml.safe_load((tmp_path / "policies" / "d" / "metadata.yaml").read_text())
     assert meta["in_progress"] is False and meta["interrupted"] is True
     assert (tmp_path / "policies" / "d" / "model.zip").is_file()
+
+
+def test_ctrl_c_to_the_process_group_with_subprocess_envs(tmp_path):
+    extra = ["--set", "vec_env=subproc", "--set", "vine_fraction=0", "--set", "sequences=0"]
+    proc = start(tmp_path, "g", extra=extra, new_group=True)
+    ckpts = tmp_path / "policies" / "g" / "checkpoints"
+    wait_for(lambda: any(int(p.stem.split("_")[1]) > 0 for p in ckpts.glob("model_*.zip")))
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process in it
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "--resume g" in stdout
+    meta = yaml.safe_load((tmp_path / "policies" / "g" / "metadata.yaml").read_text())
+    assert meta["in_progress"] is False and meta["interrupted"] is True
+    assert (tmp_path / "policies" / "g" / "model.zip").is_file()
