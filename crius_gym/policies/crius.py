@@ -414,6 +414,14 @@ class _Carry:
         self._held: dict[int, _Held] = {}
         self._victims: dict[str, tuple[list[_Held], _Victims]] = {}
 
+    # A copy (an env's headless rollout copy, a pickled env) starts empty: the carry is only a
+    # shortcut, and copying it would copy the job records it points to.
+    def __deepcopy__(self, memo: dict[int, object]) -> _Carry:
+        return _Carry()
+
+    def __reduce__(self) -> tuple[type[_Carry], tuple[()]]:
+        return _Carry, ()
+
     def held(self, active: tuple[JobView, ...]) -> dict[int, _Held]:
         """Running jobs as movable :class:`_Held` by trace index (in arrival order)."""
         last, out = self._held, {}
