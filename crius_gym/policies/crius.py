@@ -511,7 +511,8 @@ class _Ledger:
         self._fit = None
         if left is not None:
             t = left.cell.gpu_type
-            self._movable[t].remove(left)
+            jobs = self._movable[t]
+            del jobs[next(k for k, h in enumerate(jobs) if h is left)]
             self._by_type.pop(t, None)
             self._victims.pop(t, None)
 
@@ -726,7 +727,7 @@ class _Step:
 # A search state's identity: its changes to running jobs and the new job's quota.
 _Key = tuple[frozenset[tuple[int, Cell]], tuple[str, int]]
 # A victim step: the state's throughput change after it, the victim and its new Cell.
-_Pick = tuple[float, "_Held", _Option]
+_Pick = tuple[float, _Held, _Option]
 
 
 @dataclass(frozen=True)
@@ -844,7 +845,7 @@ class _DowngradeSearch:
         """The feasible plan with the largest summed throughput (None: nothing fits).
 
         Two shortcuts keep the result of the plain breadth-first search while building far
-        fewer states when many jobs run (bounds in :meth:`_bound`, :meth:`_children`):
+        fewer states when many jobs run (bounds in :meth:`_hopeless` and :meth:`_children`):
 
         * on the last step a child whose gain cannot beat the best plan is not built;
         * on the step before, a victim change none of whose states (itself or its children) can
