@@ -1,6 +1,6 @@
 """The Gymnasium environment: choose tuner-pruned Cells for waiting jobs, decision by decision.
 
-One step is one decision (DESIGN §6). Between decisions the simulator runs on; the agent is never
+One step is one decision (`docs/env.md`). Between decisions the simulator runs on; the agent is never
 asked when WAIT would be its only valid action. See :class:`CriusEnv` for the specification.
 """
 

@@ -30,7 +30,8 @@ from crius_gym.workload.job import Trace
 PolicyKind = Literal["crius", "fcfs"]
 
 #: The authors' committed results, Philly, 2,000 rounds of 300 s (artifact commit 65573a2,
-#: ``plot/*/crius_*.npy`` and the unchanged FCFS rerun in ``notes/artifact-fidelity.md``):
+#: ``plot/*/crius_*.npy``; FCFS from a rerun of their simulator unchanged, as
+#: ``docs/artifact_setting.md`` states):
 #: finished jobs, average JCT of finished jobs (s), average throughput (samples/s).
 AUTHORS: dict[str, tuple[int, float, float]] = {
     "crius": (828, 41_648.0, 6_771.0),

@@ -1,6 +1,6 @@
 """Analytic estimator: iteration time and memory of a (model, batch, GPU type, layout, plan).
 
-Computation and communication are priced separately (DESIGN §3, ``notes/estimator.md`` §5):
+Computation and communication are priced separately (``docs/estimator.md``):
 
 * per stage and microbatch: compute = FLOPs / (peak × η), with η = η_max,g · κ_family ·
   w / (w + w_half,g) and w the per-GPU GFLOP of the stage's microbatch; tensor-parallel

@@ -5,7 +5,7 @@ Each model becomes a sequence of :class:`LayerCost` records, all **per sample** 
 model family again (except for a per-family efficiency factor), so adding a model family means
 adding one builder here.
 
-Formulas (see ``../shared/notes/estimator.md`` §2):
+Formulas (``docs/estimator.md``, "What is priced"):
 
 * transformer layer forward FLOPs ``24·s·h² + 4·s²·h`` for a 4h FFN (Megatron-LM §5.1), logits
   ``2·s·h·V``; parameters ``12·h² + 13·h`` per layer plus ``(V + s)·h`` embeddings (Megatron Eq. 2);

@@ -93,6 +93,19 @@ class Breakdown:
     The bottleneck stage's per-microbatch time is split into compute, intra-stage communication
     (tensor-parallel all-reduce, MoE all-to-all) and cross-stage communication and multiplied by
     the microbatch count; ``bubble_s`` is the pipeline fill and drain.
+
+    Attributes:
+        compute_s: the bottleneck stage's forward and backward compute per microbatch
+            (recomputation included) times the microbatches.
+        intra_stage_comm_s: communication inside a stage: tensor-parallel all-reduces (or
+            sequence-parallel reduce-scatters and all-gathers) and MoE all-to-alls.
+        cross_stage_comm_s: activations and gradients sent between pipeline stages.
+        bubble_s: the pipeline's fill and drain.
+        grad_sync_s: the data-parallel gradient synchronisation (with the distributed
+            optimizer, its reduce-scatter and the parameters' all-gather), once per iteration,
+            of the stage whose synchronisation plus optimizer step takes longest.
+        optimizer_s: that stage's optimizer step.
+        overhead_s: the framework's fixed per-iteration overhead (calibrated).
     """
 
     compute_s: float
@@ -152,6 +165,16 @@ class PlanConstraints:
 
     ``PlanConstraints(pipeline=1, tensor=1)`` is data parallelism only (the FCFS baseline);
     a measurement row with plan columns becomes the constraints of its own search.
+
+    Attributes:
+        pipeline: pipeline stages (``Plan.pipeline``).
+        tensor: tensor-parallel degree per stage (``Plan.tensor``).
+        microbatch_size: samples per microbatch per data-parallel replica, ``global_batch /
+            (microbatches · data)``; a value the search would not try is priced anyway.
+        recompute: activation recomputation (``Plan.recompute``).
+        interleave: virtual stages per GPU (``Plan.interleave``).
+        sequence_parallel: Megatron's sequence parallelism (``Plan.sequence_parallel``).
+        distributed_optimizer: the sharded optimizer (``Plan.distributed_optimizer``).
     """
 
     pipeline: int | None = None

@@ -5,7 +5,7 @@ The heuristic runs through an env with ``stop_at_every_event`` (see
 choice becomes a labelled example (observation, mask, the heuristic's env action — WAIT when it
 chose to start nothing more). Decisions the action space cannot express carry no label and are
 skipped. :func:`behaviour_clone` trains the policy by masked cross-entropy (and the value head on
-the expert's returns; DL2's supervised warm-up, ``notes/rl-ecosystem.md`` §4.3);
+the expert's returns; DL2's supervised warm-up, Peng et al., arXiv 1909.06040);
 :func:`agreement` measures how often the policy's most likely action is the heuristic's on
 held-out decisions. With the guide's hint and the residual network
 (:mod:`crius_gym.rl.networks`) the untrained policy already is the heuristic, and cloning is

@@ -4,7 +4,7 @@ The default SB3 head maps a flat observation to one logit per action slot, so sl
 are tied to whatever job happens to sit in slot i.  :class:`RowScorerPolicy` instead encodes each
 window job and each candidate Cell with the same small networks and scores the pair, so the
 policy is permutation-equivariant over the window and over the Cells (RLScheduler's "kernel"
-network, §4.4 of ``notes/rl-ecosystem.md``): reordering jobs reorders their logits.  WAIT and the
+network, Zhang et al., SC'20): reordering jobs reorders their logits.  WAIT and the
 value come from a context that pools over jobs and GPU types.
 
 The table layout (K, C, G, R) is recovered from the observation space, so the policy needs no
@@ -15,8 +15,8 @@ extra arguments and works with any :class:`~crius_gym.env.config.EnvConfig`.
 ``guide_preempts`` and ``guide_wait`` columns), a learnable scalar; with ``zero_init`` the last
 layer of every scorer starts at zero. The untrained policy then takes the guide's action with
 probability e^w / (e^w + valid actions − 1) and its most likely action *is* the guide's, so PPO
-starts from the heuristic and learns a residual (Residual Policy Learning, Silver et al. 2018;
-``notes/rl-anchors.md`` §4 item 1).
+starts from the heuristic and learns a residual (Residual Policy Learning, Silver et al.
+2018, arXiv 1812.06298).
 """
 
 from __future__ import annotations

@@ -32,7 +32,62 @@ PPO_KEYS = (
 
 @dataclass(frozen=True)
 class PPOHyperparams:
-    """One resolved hyperparameter block (see ``agents/ppo.yaml`` for the meaning of each)."""
+    """One resolved hyperparameter block (``agents/ppo.yaml`` holds the defaults, with comments).
+
+    Attributes:
+        policy: ``rowwise`` (the shared-weight (job, Cell) scorer of
+            :mod:`crius_gym.rl.networks`) or ``mlp`` (SB3's ``MultiInputPolicy``).
+        policy_kwargs: the network's options; for ``rowwise``: ``hidden`` width,
+            ``hint_weight`` (the guide's proposal in the logits, a learnable scalar; 0 = none),
+            ``zero_init`` (scorers start at 0, so the untrained policy is the guide).
+        total_timesteps: env decisions to train for.
+        n_envs: training envs.
+        vec_env: ``dummy`` (one process) or ``subproc`` (GAE mode only).
+        learning_rate: Adam rate, or ``lin_<rate>`` for a linear decay to 0.
+        n_steps: decisions per env per rollout (GAE mode; the other modes run whole episodes).
+        batch_size: minibatch size of the update, decisions.
+        n_epochs: passes over a rollout per update.
+        gamma: discount per decision.
+        gae_lambda: GAE's lambda (GAE mode).
+        clip_range: PPO's clipping of the probability ratio.
+        ent_coef: entropy bonus coefficient.
+        vf_coef: value-loss coefficient.
+        max_grad_norm: gradient-norm clip.
+        target_kl: stop an update's epochs once the approximate KL exceeds it (None: never).
+        warm_start: ``crius`` (behaviour cloning and critic pre-training below) or ``none``.
+        bc_episodes: expert (Crius) episodes recorded for behaviour cloning.
+        bc_epochs: epochs of behaviour cloning (0: none).
+        bc_learning_rate: Adam rate of behaviour cloning (its own optimizer).
+        critic_episodes: rollouts of the initial policy whose returns pre-train the critic.
+        critic_epochs: epochs of that pre-training.
+        sequences: job sequences per update for the per-sequence (Decima) baseline; ``n_envs``
+            rollouts of ``n_envs / sequences`` each (0: none).
+        update_threads: torch threads of the update.
+        vine_fraction: share of decisions whose actions are valued by guide rollouts on a copy
+            of the episode (0: no vine; then ``sequences`` or GAE).
+        vine_actions: random valid actions valued at such a decision besides the action taken,
+            the guide's, WAIT and the guide's job on its other Cells.
+        vine_distill_epochs: epochs of cross-entropy on the replay of labelled decisions after
+            each update (0: PPO on the vine samples only).
+        vine_replay: labelled decisions kept for that distillation (oldest dropped).
+        vine_margin: an action becomes a decision's label only if it beats the guide's by more
+            than this (advantage in reward-scale units).
+        vine_lr: Adam rate of the distillation.
+        rollout_workers: processes computing the vine's rollouts (0: the training process).
+        eval_freq: decisions between validation evaluations.
+        eval_traces: validation traces per validation scenario.
+        eval_scenarios: validation scenarios (empty: the training scenario).
+        checkpoint_freq: decisions between checkpoints.
+        deploy_margins: guide margins (logits) tried after training; the saved policy departs
+            from the guide only where it prefers its own action by at least the chosen one
+            (empty: no selection, the plain argmax).
+        deploy_traces: validation traces per scenario for that selection.
+        deploy_score: ``mean`` or ``worst`` over scenarios of the mean JCT ratio to Crius.
+        deploy_stress_traces: long overloaded validation traces added per scenario (0: none).
+        deploy_stress_load: offered load of those traces.
+        deploy_stress_jobs: jobs per such trace.
+        env: :class:`crius_gym.env.config.EnvConfig` overrides of the training envs.
+    """
 
     policy: Literal["rowwise", "mlp"] = "rowwise"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)

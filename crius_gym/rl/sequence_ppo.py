@@ -5,7 +5,7 @@ more JCT than a quiet one whatever the policy does. Decima (Mao et al., SIGCOMM'
 reduction for RL in input-driven environments", ICLR'19) removes that part of the variance with
 a baseline that conditions on the input sequence: run several rollouts of the *same* arrivals
 and compare each with their mean at the same point of simulated time. spark-sched-sim uses 4
-sequences × 4 rollouts per update (``notes/rl-anchors.md``).
+sequences × 4 rollouts per update (github.com/ArchieGertsman/spark-sched-sim).
 
 :class:`SequencePPO` does that inside SB3's update loop. With ``sequences`` > 0, one rollout phase
 is one whole episode per env: the ``n_envs`` envs form ``sequences`` groups of

@@ -1,4 +1,4 @@
-"""The event-driven cluster simulator (DESIGN §4).
+"""The event-driven cluster simulator.
 
 Continuous time; events are arrivals, completions, the end of a pause (tuning / restoring) and
 optional ticks, ordered by (time, priority, sequence).  After all events of one instant are
