@@ -1,7 +1,7 @@
 """The Gymnasium environment: choose tuner-pruned Cells for waiting jobs, decision by decision.
 
-One step is one decision (`docs/env.md`). Between decisions the simulator runs on; the agent is never
-asked when WAIT would be its only valid action. See :class:`CriusEnv` for the specification.
+One step is one decision (``docs/env.md``). Between decisions the simulator runs on; the agent is
+never asked when WAIT would be its only valid action. See :class:`CriusEnv` for the specification.
 """
 
 from __future__ import annotations
