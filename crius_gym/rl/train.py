@@ -232,6 +232,25 @@ def _make_env_fn(
     return _make
 
 
+def _close_after_interrupt(venv: VecEnv) -> None:
+    """Close the training envs after an interrupt without waiting on them.
+
+    An interrupt can land while ``SubprocVecEnv`` waits for its workers' step results, and its
+    ``close()`` would then wait again for results already received (forever); the workers may
+    also be gone (Ctrl-C reaches the whole process group). The model is what matters, so the
+    workers are stopped outright.
+    """
+    if isinstance(venv, SubprocVecEnv):
+        for process in venv.processes:
+            process.terminate()
+        for process in venv.processes:
+            process.join(timeout=10)
+        venv.closed = True
+        return
+    with contextlib.suppress(EOFError, BrokenPipeError, ConnectionResetError):
+        venv.close()
+
+
 def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: int) -> VecEnv:
     """The training VecEnv (Monitor-wrapped envs, ``DummyVecEnv`` or ``SubprocVecEnv``)."""
     sub = hp.vec_env == "subproc"
@@ -474,13 +493,9 @@ def train(
         log(f"\ninterrupted: checkpoint saved to {path}")
     seconds = time.perf_counter() - t0
     model.close_pool()
-    # After an interrupt a subprocess env may already be gone (Ctrl-C reaches the whole
-    # process group): the model is what matters, so closing is best effort then.
-    with (
-        contextlib.suppress(EOFError, BrokenPipeError, ConnectionResetError)
-        if interrupted
-        else contextlib.nullcontext()
-    ):
+    if interrupted:
+        _close_after_interrupt(venv)
+    else:
         venv.close()
 
     model_path = spec.policy_dir / "model.zip"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import yaml
 
 from tests.conftest import REPO
@@ -74,3 +75,25 @@ def test_ctrl_c_to_the_process_group_with_subprocess_envs(tmp_path):
     meta = yaml.safe_load((tmp_path / "policies" / "g" / "metadata.yaml").read_text())
     assert meta["in_progress"] is False and meta["interrupted"] is True
     assert (tmp_path / "policies" / "g" / "model.zip").is_file()
+
+
+def test_closing_subprocess_envs_after_an_interrupt_mid_step_does_not_hang():
+    # An interrupt inside SubprocVecEnv.step_wait leaves it "waiting" with some results already
+    # read; its own close() then waits for them again, forever. The trainer's close must not.
+    import threading
+
+    from crius_gym.env.config import EnvConfig
+    from crius_gym.rl.ppo import resolve_hyperparams
+    from crius_gym.rl.train import _close_after_interrupt, build_vec_env
+
+    hp = resolve_hyperparams("tiny", overrides=["vec_env=subproc", "vine_fraction=0", "n_envs=2"])
+    venv = build_vec_env(hp, "tiny", EnvConfig(**dict(hp.env)), 0)
+    venv.reset()
+    venv.step_async(np.array([venv.action_space.sample()] * 2))
+    venv.remotes[0].recv()  # step_wait got one result when the interrupt arrived
+    done = threading.Event()
+    closer = threading.Thread(target=lambda: (_close_after_interrupt(venv), done.set()))
+    closer.start()
+    closer.join(timeout=60)
+    assert done.is_set(), "closing after an interrupt hung"
+    assert not any(p.is_alive() for p in venv.processes)
