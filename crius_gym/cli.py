@@ -37,3 +37,11 @@ def add_output_options(
         "existing outputs are replaced only with --force)",
     )
     parser.add_argument("--force", action="store_true", help=force_help)
+
+
+DATA_DIR_HELP = "public data directory (default: $CRIUS_GYM_DATA or ../shared/data)"
+
+
+def add_data_dir_option(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP) -> None:
+    """``--data-dir``: where the public data lives (resolved by :mod:`crius_gym.datasets`)."""
+    parser.add_argument("--data-dir", metavar="DIR", help=help)

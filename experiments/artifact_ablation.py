@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
-from crius_gym.cli import run_main
+from crius_gym.cli import add_data_dir_option, run_main
 from crius_gym.eval.artifact import (
     AUTHORS,
     OPTIONS,
@@ -61,11 +61,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="stop time of every run (default: 600000, the artifact's 2,000 rounds of 300 s)",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     p.add_argument(
         "--out",
         default="results/artifact-setting",

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
-from crius_gym.cli import add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, run_main
 from crius_gym.eval.bench import TimedPolicy, isolated, median_of
 from crius_gym.provenance import Provenance
 
@@ -81,11 +81,7 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="tiny sizes (a smoke test of the script, not a measurement)",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     add_output_options(p, "benchmark")
     return p.parse_args()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from crius_gym.atomic import atomic_write_text
-from crius_gym.cli import run_main
+from crius_gym.cli import add_data_dir_option, run_main
 from crius_gym.errors import CriusGymError, RunStateError
 from crius_gym.perf.calibration import Calibration, GPUCalibration, load_calibrations
 from crius_gym.perf.fit import fit_calibration, prior_calibration
@@ -44,11 +44,7 @@ def parse_args() -> argparse.Namespace:
         help="measurement CSV in the schema (repeatable); default: the public Arena "
         "and Megatron-LM sets from the data directory",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     p.add_argument(
         "--out",
         default=str(DEFAULT_OUT),

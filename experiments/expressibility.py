@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
-from crius_gym.cli import run_main
+from crius_gym.cli import add_data_dir_option, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.policies.registry import available, make_policy
@@ -63,11 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="EnvConfig override (repeatable), e.g. --env window_jobs=16 or --env guide=null",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     p.add_argument("--out", default="results", help="output directory (default: results/)")
     return p.parse_args(argv)
 

@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 
 from crius_gym import datasets
-from crius_gym.cli import run_main
+from crius_gym.cli import add_data_dir_option, run_main
 from crius_gym.sim.scenario import list_scenarios, load_scenario, requested_demand
 from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
 from crius_gym.workload.job import Trace
@@ -37,10 +37,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory holding arena/traces/ (default: $CRIUS_GYM_DATA or "
+    add_data_dir_option(
+        p,
+        "public data directory holding arena/traces/ (default: $CRIUS_GYM_DATA or "
         "../shared/data next to the repository)",
     )
     p.add_argument(

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
-from crius_gym.cli import add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, run_main
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
@@ -75,11 +75,7 @@ def parse_args() -> argparse.Namespace:
         help="measurement CSV in the schema (repeatable); default: the public Arena "
         "and Megatron-LM sets from the data directory",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     add_output_options(p, "estimator-validation")
     p.add_argument(
         "--calibration",

@@ -478,12 +478,12 @@ class _Ledger:
         snapshot: Snapshot,
         speeds: _SpeedTable,
         resume_at: dict[int, float],
-        carry: _Carry | None = None,
+        carry: _Carry,
     ) -> None:
         self.snapshot = snapshot
         self.speeds = speeds
         self.alloc = snapshot.scratch()
-        self._carry = _Carry() if carry is None else carry
+        self._carry = carry
         self.held = self._carry.held(snapshot.active)
         # Movable jobs per type in arrival order, kept as jobs change (``active`` is in order).
         self._movable: dict[str, list[_Held]] = {t: [] for t in speeds.gpu_types}
@@ -787,12 +787,7 @@ class _Victims:
         self._move_keys = [e[0] for e in move]
         # Where each entry's count ends in ``move``: within a count, entries are ranked by
         # best-case gain, so once one cannot beat the best move found, neither can the rest.
-        self.count_end = [0] * len(move)
-        end = len(move)
-        for k in range(len(move) - 1, -1, -1):
-            if k + 1 < len(move) and self._move_keys[k + 1] != self._move_keys[k]:
-                end = k + 1
-            self.count_end[k] = end
+        self.count_end = [bisect.bisect_right(self._move_keys, key) for key in self._move_keys]
 
     def shrink_pool(self, changed: frozenset[int]) -> list[tuple[float, int, _Held]]:
         """Jobs with at least half the largest GPU count among the unchanged ones."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, run_main
 from crius_gym.policies.registry import available
 
 # The evaluation itself (torch, the env, the simulator, plots) lives in
@@ -99,11 +99,7 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="sample the agents' actions instead of taking the most likely one",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     add_output_options(p, "evaluate")
     p.add_argument(
         "--report-name",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, run_main
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import available, describe
 from crius_gym.provenance import Provenance
@@ -72,11 +72,7 @@ def parse_args() -> argparse.Namespace:
         "available) or 'artifact-table' (the artifact's oracle table, then also the "
         "schedulers' view) (default: the scenario's)",
     )
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="public data directory (default: $CRIUS_GYM_DATA or ../shared/data)",
-    )
+    add_data_dir_option(p)
     add_output_options(p, "baselines")
     p.add_argument(
         "--report-name",

@@ -110,17 +110,25 @@ class Allocator:
         view.flags.writeable = False
         return view
 
-    def _choose(self, cell: Cell) -> list[int] | None:
-        """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
+    def _candidate_free(self, cell: Cell) -> np.ndarray | None:
+        """Free GPUs per node of the Cell's type, or None when the totals alone rule it out."""
         free = self._free.get(cell.gpu_type)
         if free is None:
             return None
         lay = cell.layout
-        cap = self._capacity[cell.gpu_type]
-        if lay.gpus_per_node > cap:
+        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
             return None
         if self._free_total[cell.gpu_type] < lay.num_gpus:
             return None
+        return free
+
+    def _choose(self, cell: Cell) -> list[int] | None:
+        """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
+        free = self._candidate_free(cell)
+        if free is None:
+            return None
+        lay = cell.layout
+        cap = self._capacity[cell.gpu_type]
         if lay.num_nodes == 1:
             # Best fit on one node without a sort: the fewest free GPUs that still fit (argmin
             # takes the lowest index among ties), nodes that do not fit masked above capacity.
@@ -136,14 +144,10 @@ class Allocator:
 
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs now."""
-        free = self._free.get(cell.gpu_type)
+        free = self._candidate_free(cell)
         if free is None:
             return False
         lay = cell.layout
-        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
-            return False
-        if self._free_total[cell.gpu_type] < lay.num_gpus:
-            return False
         return int(np.count_nonzero(free >= lay.gpus_per_node)) >= lay.num_nodes
 
     def place(self, cell: Cell) -> Placement | None:
