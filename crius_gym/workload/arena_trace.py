@@ -34,15 +34,21 @@ follows the same convention by default (:func:`arena_iteration_divisor`): ``num_
 
 from __future__ import annotations
 
-import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from crius_gym import datasets
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
-from crius_gym.workload.job import Job, Trace, TraceIssue
+from crius_gym.workload.formats.records import (
+    RecordCollector,
+    RowError,
+    csv_rows,
+    no_usable_rows,
+    number,
+    positive_int,
+)
+from crius_gym.workload.job import Job, Trace
 from crius_gym.workload.models import ModelCatalog, ModelSpec, load_model_catalog
 
 #: Columns every Arena trace must have, in the artifact's order.
@@ -58,9 +64,6 @@ REQUIRED_COLUMNS = (
 #: Columns that may be absent (or blank in a row).
 OPTIONAL_COLUMNS = ("deadline",)
 
-# Shown in the error of a file with no usable row; the full list is in Trace.skipped otherwise.
-_MAX_ISSUES_IN_ERROR = 5
-
 #: The artifact simulator's iteration divisor (``macro/macro_def.py::ITER_NUM_SCALE_FACTOR_SIM``).
 ARENA_SIM_ITERATION_DIVISOR = 5
 #: File-name prefix of the artifact's simulation traces (read with the divisor above).
@@ -74,13 +77,6 @@ def arena_iteration_divisor(path: str | Path) -> int:
     testbed's ``runtime_trace.csv`` and user files are used as they stand).
     """
     return ARENA_SIM_ITERATION_DIVISOR if Path(path).name.startswith(ARENA_SIM_TRACE_PREFIX) else 1
-
-
-class _RowError(Exception):
-    """One unusable row (internal: becomes a TraceIssue)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
 
 
 @dataclass(frozen=True)
@@ -98,48 +94,29 @@ class _Row:
     gpu_type: str
 
 
-def _number(text: str, field: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise _RowError(field, f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise _RowError(field, f"{text!r} is not a finite number")
-    return value
-
-
-def _positive_int(text: str, field: str) -> int:
-    value = _number(text, field)
-    if value <= 0:
-        raise _RowError(field, f"{text!r} must be positive")
-    if not value.is_integer():
-        raise _RowError(field, f"{text!r} must be an integer")
-    return int(value)
-
-
 def _parse_row(line: int, values: dict[str, str], models: ModelCatalog, gpus: GPUCatalog) -> _Row:
     for column in REQUIRED_COLUMNS:
         if values[column] == "":
-            raise _RowError(column, "required value is blank")
-    submission = _number(values["submission_time"], "submission_time")
+            raise RowError(column, "required value is blank")
+    submission = number(values["submission_time"], "submission_time")
     if submission < 0:
-        raise _RowError("submission_time", f"{values['submission_time']!r} must be >= 0")
-    iterations = _positive_int(values["num_iteration"], "num_iteration")
+        raise RowError("submission_time", f"{values['submission_time']!r} must be >= 0")
+    iterations = positive_int(values["num_iteration"], "num_iteration")
     try:
         model = models.get(values["model_name"])
     except UnknownNameError:
-        raise _RowError("model_name", f"unknown model {values['model_name']!r}") from None
+        raise RowError("model_name", f"unknown model {values['model_name']!r}") from None
     deadline: float | None = None
     if values.get("deadline", ""):
-        deadline = _number(values["deadline"], "deadline")
+        deadline = number(values["deadline"], "deadline")
         if deadline < submission:
-            raise _RowError("deadline", f"{values['deadline']!r} is before submission_time")
-    batch = _positive_int(values["batch_size"], "batch_size")
-    num_gpus = _positive_int(values["num_gpu"], "num_gpu")
+            raise RowError("deadline", f"{values['deadline']!r} is before submission_time")
+    batch = positive_int(values["batch_size"], "batch_size")
+    num_gpus = positive_int(values["num_gpu"], "num_gpu")
     try:
         gpu_type = gpus.canonical(values["gpu_type"])
     except UnknownNameError:
-        raise _RowError("gpu_type", f"unknown GPU type {values['gpu_type']!r}") from None
+        raise RowError("gpu_type", f"unknown GPU type {values['gpu_type']!r}") from None
     return _Row(
         line=line,
         job_id=values["job_id"],
@@ -197,54 +174,18 @@ def read_arena_trace(
     if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
         raise ConfigError(f"iteration_divisor must be an integer >= 1, got {divisor!r}")
     rows: list[_Row] = []
-    issues: list[TraceIssue] = []
-    first_line_of: dict[str, int] = {}
-    # utf-8-sig: a byte-order mark would otherwise become part of the first column name.
-    with utf8_text(path), path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None or not any(h.strip() for h in header):
-            raise InputFileError(path, "empty file: expected a header line")
-        columns = [h.strip() for h in header]
-        for column in REQUIRED_COLUMNS:
-            if column not in columns:
-                raise InputFileError(
-                    path, f"missing column (header has: {', '.join(columns)})", field=column
-                )
-        index = {c: i for i, c in enumerate(columns) if c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS}
-        for record in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in record):
-                continue  # blank line
-            if len(record) > len(columns):
-                issues.append(
-                    TraceIssue(line, f"row has {len(record)} fields, header has {len(columns)}")
-                )
-                continue
-            values = {c: (record[i].strip() if i < len(record) else "") for c, i in index.items()}
-            try:
-                row = _parse_row(line, values, models, gpus)
-            except _RowError as exc:
-                issues.append(TraceIssue(line, str(exc)))
-                continue
-            if row.job_id in first_line_of:
-                issues.append(
-                    TraceIssue(
-                        line,
-                        f"job_id: duplicate {row.job_id!r} (first on line "
-                        f"{first_line_of[row.job_id]})",
-                    )
-                )
-                continue
-            first_line_of[row.job_id] = line
+    out = RecordCollector(path)  # the issues and the duplicate check; rows stay _Row here
+    for line, values in csv_rows(path, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, out):
+        try:
+            row = _parse_row(line, values, models, gpus)
+        except RowError as exc:
+            out.skip(line, str(exc))
+            continue
+        if out.claim(line, row.job_id):
             rows.append(row)
+    issues = out.issues
     if not rows:
-        if not issues:
-            raise InputFileError(path, "no job rows after the header")
-        shown = "; ".join(f"line {i.line}: {i.reason}" for i in issues[:_MAX_ISSUES_IN_ERROR])
-        more = len(issues) - _MAX_ISSUES_IN_ERROR
-        suffix = f"; … and {more} more" if more > 0 else ""
-        raise InputFileError(path, f"no usable rows ({len(issues)} skipped: {shown}{suffix})")
+        raise no_usable_rows(path, issues)
     # Traces are not always sorted (the PAI one is not): rebase on the minimum, then a stable sort.
     t0 = min(r.submission_s for r in rows)
     rows.sort(key=lambda r: r.submission_s)
