@@ -45,3 +45,40 @@ DATA_DIR_HELP = "public data directory (default: $CRIUS_GYM_DATA or ../shared/da
 def add_data_dir_option(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP) -> None:
     """``--data-dir``: where the public data lives (resolved by :mod:`crius_gym.datasets`)."""
     parser.add_argument("--data-dir", metavar="DIR", help=help)
+
+
+def add_trace_options(
+    parser: argparse.ArgumentParser, trace_help: str, *, repeatable: bool = False
+) -> None:
+    """``--trace FILE`` with ``--trace-format`` (detected by default) and ``--trace-seed``.
+
+    The formats are those of :func:`crius_gym.sim.trace_files.read_trace`: the Arena CSVs, the
+    generic CSV, and the public Philly, Helios and PAI traces (docs/workload.md "Your own
+    traces").
+    """
+    from crius_gym.workload.formats import TRACE_FORMATS  # light: no scenario or policy import
+
+    parser.add_argument(
+        "--trace",
+        action="append" if repeatable else "store",
+        default=[] if repeatable else None,
+        metavar="FILE",
+        help=trace_help + (" (repeatable)" if repeatable else ""),
+    )
+    parser.add_argument(
+        "--trace-format",
+        choices=["auto", *TRACE_FORMATS],
+        default="auto",
+        help="format of --trace: 'auto' detects it from the file's name and header; 'csv' is "
+        "the generic format (arrival_s, num_gpus, duration_s or iterations, optional gpu_type, "
+        "model, batch_size); for 'pai' give the job table, its task table is read from beside "
+        "it (default: auto)",
+    )
+    parser.add_argument(
+        "--trace-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the mapping that gives a --trace's jobs models and iterations when the "
+        "file names none (every format but arena) (default: 0)",
+    )

@@ -17,14 +17,15 @@ import collections
 import dataclasses
 from collections.abc import Sequence
 
-from crius_gym.cli import run_main
+from crius_gym.cli import add_trace_options, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.sim.scenario import load_scenario
-from crius_gym.workload.arena_trace import read_arena_trace
+from crius_gym.sim.trace_files import read_trace
+from crius_gym.workload.mapping import JobMapping
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -35,7 +36,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--policy", required=True, help="a model .zip or a results/policies/<run> folder"
     )
     p.add_argument("--scenario", required=True, help="scenario (name or YAML file) to run on")
-    p.add_argument("--trace", help="an Arena-format trace file instead of the scenario's own")
+    add_trace_options(p, "a trace file to run instead of the scenario's own")
     p.add_argument("--seed", type=int, default=0, help="seed of the episode's reset")
     return p.parse_args(argv)
 
@@ -50,7 +51,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise ConfigError(f"{path} was trained without a guide: nothing to compare with")
     env = CriusEnv(sc, cfg)
     model, _ = load_policy(path, env)
-    trace = read_arena_trace(args.trace) if args.trace else sc.own_trace()
+    trace = (
+        read_trace(
+            args.trace,
+            args.trace_format,
+            tuner=env.tuner,
+            mapping=JobMapping(seed=args.trace_seed),
+        )
+        if args.trace
+        else sc.own_trace(tuner=env.tuner)
+    )
     actor = GreedyActor(model)
     counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
     obs, _ = env.reset(seed=args.seed, options={"trace": trace})

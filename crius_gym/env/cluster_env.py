@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -28,7 +30,9 @@ from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigu
 from crius_gym.sim.records import JobStatus
 from crius_gym.sim.scenario import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult, Simulator
+from crius_gym.sim.trace_files import read_trace
 from crius_gym.workload.job import Trace
+from crius_gym.workload.mapping import JobMapping
 
 
 @dataclass
@@ -53,7 +57,7 @@ class _World:
         )
 
 
-RESET_OPTIONS = frozenset({"trace", "split", "index", "component"})
+RESET_OPTIONS = frozenset({"trace", "trace_format", "trace_seed", "split", "index", "component"})
 
 
 def _action_index(action: Any, n: int) -> int:
@@ -103,7 +107,10 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     Training episodes (``reset()`` without options) are fresh synthetic traces of the scenario's
     train split, drawn with the env's own RNG. ``reset(options={"split": "val"|"test"|"train",
     "index": i})`` replays trace i of a split (training traces have the scenario's
-    ``train_episode_jobs`` jobs); ``reset(options={"trace": Trace})`` any trace. An episode
+    ``train_episode_jobs`` jobs); ``reset(options={"trace": Trace})`` any trace, and
+    ``reset(options={"trace": "path/to/file", "trace_format": "helios", "trace_seed": 0})`` any
+    trace file the project reads (:func:`crius_gym.sim.trace_files.read_trace`; format detected
+    when ``trace_format`` is absent; read once per file, seed and component). An episode
     terminates when every job finished or was rejected (or nothing can happen any more); it is
     truncated after ``max_decisions`` decisions. The final ``info`` carries the run's metrics.
 
@@ -164,6 +171,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._baseline: JobsInSystemIntegral | None = None
         self._baselines: dict[str, JobsInSystemIntegral] = {}
         self._baseline_traces: dict[str, Trace] = {}
+        self._trace_files: dict[tuple[str, int, str | None, int, int], Trace] = {}
         self._headless = False
 
     # ------------------------------------------------------------------ helpers
@@ -204,11 +212,30 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 )
         if "index" in opts and int(opts["index"]) < 0:
             raise ConfigError(f"reset options: index must be >= 0, got {opts['index']}")
-        if "trace" in opts and not isinstance(opts["trace"], Trace):
+        if "trace" in opts and not isinstance(opts["trace"], Trace | str | os.PathLike):
             raise ConfigError(
-                f"reset options: trace must be a Trace, got {type(opts['trace']).__name__}"
+                "reset options: trace must be a Trace or a trace file's path, got "
+                f"{type(opts['trace']).__name__}"
             )
+        if ("trace_format" in opts or "trace_seed" in opts) and isinstance(
+            opts.get("trace"), Trace | None
+        ):
+            raise ConfigError("reset options: trace_format and trace_seed need a trace file")
         return opts
+
+    def _trace_file(self, opts: Mapping[str, Any]) -> Trace:
+        """The trace file of ``reset`` options, read on this component's cluster (memoised)."""
+        path = Path(opts["trace"])
+        fmt, seed = opts.get("trace_format"), int(opts.get("trace_seed", 0))
+        component = int(opts.get("component", 0))
+        key = (str(path.resolve()), path.stat().st_mtime_ns, fmt, seed, component)
+        hit = self._trace_files.get(key)
+        if hit is None:
+            hit = read_trace(path, fmt, tuner=self.tuner, mapping=JobMapping(seed=seed))
+            if len(self._trace_files) >= 8:  # a few files replayed in turn; never unbounded
+                self._trace_files.clear()
+            self._trace_files[key] = hit
+        return hit
 
     def _use(self, world: int) -> None:
         """Switch to one component's cluster (a plain scenario has only one)."""
@@ -504,7 +531,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         opts = self._checked_options(options)
         if "trace" in opts:
             self._use(int(opts.get("component", 0)))
-            trace = opts["trace"]
+            given = opts["trace"]
+            trace = given if isinstance(given, Trace) else self._trace_file(opts)
         elif opts.get("split") in ("val", "test"):
             self._use(int(opts.get("component", 0)))
             trace = self.world_scenario.synthetic_trace(

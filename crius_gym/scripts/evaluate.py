@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, add_trace_options, run_main
 from crius_gym.policies.registry import available
 
 # The evaluation itself (torch, the env, the simulator, plots) lives in
@@ -72,14 +72,12 @@ def parse_args() -> argparse.Namespace:
         default="own",
         help="held-out set on the --transfer scenarios (default: own)",
     )
-    p.add_argument(
-        "--trace",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="evaluate on this trace file (Arena CSV format; repeatable), placed on --scenario's "
-        "cluster, instead of the scenario's held-out set; simulate_trace_* files are read with "
-        "the artifact's iteration divisor",
+    add_trace_options(
+        p,
+        "evaluate on this trace file, placed on --scenario's cluster, instead of the scenario's "
+        "held-out set; Arena simulate_trace_* files are read with the artifact's iteration "
+        "divisor",
+        repeatable=True,
     )
     p.add_argument(
         "--guide-margin",

@@ -30,20 +30,23 @@ from crius_gym.rl.deviation import deployed_margin, parse_margin
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.sim.scenario import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult
-from crius_gym.workload.arena_trace import read_arena_trace
+from crius_gym.sim.trace_files import read_trace
 from crius_gym.workload.job import Trace
+from crius_gym.workload.mapping import JobMapping
 
 
 def traces_for(
     scenario: Scenario,
     which: str,
-    data_dir: str | None,
-    max_traces: int | None,
+    args: argparse.Namespace,
     env: CriusEnv,
     files: list[str] | None = None,
 ) -> list[Trace]:
+    """The traces to evaluate on: ``files`` (in ``args.trace_format``) or a held-out set."""
+    data_dir, max_traces = args.data_dir, args.max_traces
     if files:
-        given = [read_arena_trace(f) for f in files]
+        mapping = JobMapping(seed=args.trace_seed)
+        given = [read_trace(f, args.trace_format, tuner=env.tuner, mapping=mapping) for f in files]
         for t in given:
             for line in t.skipped_report():
                 print(f"warning: {t.name}: skipped {line}", file=sys.stderr, flush=True)
@@ -123,7 +126,7 @@ def evaluate_scenario(
                 )
             margin = deployed_margin(meta) if how == "recorded" else parse_margin(how)
             agents.append((name, path, meta["env_config"], margin))
-    traces = traces_for(scenario, which, args.data_dir, args.max_traces, CriusEnv(scenario), files)
+    traces = traces_for(scenario, which, args, CriusEnv(scenario), files)
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
     print(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, add_output_options, run_main
+from crius_gym.cli import add_data_dir_option, add_output_options, add_trace_options, run_main
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import available, describe
 from crius_gym.provenance import Provenance
@@ -38,11 +38,7 @@ def parse_args() -> argparse.Namespace:
         help=f"scenario name(s) or YAML path(s); known: {', '.join(list_scenarios())}"
         " (default: hetero-64)",
     )
-    p.add_argument(
-        "--trace",
-        metavar="PATH",
-        help="an Arena-format trace CSV to run instead of the scenario's own workload",
-    )
+    add_trace_options(p, "a trace file to run instead of the scenario's own workload")
     p.add_argument(
         "--policies",
         nargs="+",
@@ -91,7 +87,8 @@ def main() -> None:
     from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
     from crius_gym.sim import scenario as scenarios
     from crius_gym.sim.scenario import load_scenario
-    from crius_gym.workload.arena_trace import read_arena_trace
+    from crius_gym.sim.trace_files import read_trace
+    from crius_gym.workload.mapping import JobMapping
 
     if args.ground_truth is not None and args.ground_truth not in scenarios.GROUND_TRUTHS:
         raise ConfigError(
@@ -123,7 +120,13 @@ def main() -> None:
             )
         tuner = scenario.make_tuner(args.ground_truth, args.data_dir)
         trace = (
-            read_arena_trace(args.trace, iteration_divisor=scenario.workload.iteration_divisor)
+            read_trace(
+                args.trace,
+                args.trace_format,
+                tuner=tuner,
+                mapping=JobMapping(seed=args.trace_seed),
+                iteration_divisor=scenario.workload.iteration_divisor,
+            )
             if args.trace
             else scenario.own_trace(args.data_dir, tuner)
         )

@@ -273,17 +273,22 @@ class Scenario:
         return [self.synthetic_trace(split, i, tuner=tuner) for i in range(count)]
 
     def own_trace(self, data_dir: str | Path | None = None, tuner: Tuner | None = None) -> Trace:
-        """The scenario's own workload: its named trace, else synthetic test trace 0."""
+        """The scenario's own workload: its named trace, else synthetic test trace 0.
+
+        A ``workload.trace`` that is not a public Arena trace's name is a file in any format
+        :func:`crius_gym.sim.trace_files.read_trace` detects.
+        """
         ref = self.workload.trace
         if ref is None:
             return self.synthetic_trace("test", 0, tuner=tuner)
         from crius_gym import datasets
-        from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
+        from crius_gym.sim.trace_files import read_trace
+        from crius_gym.workload.arena_trace import load_arena_trace
 
         divisor = self.workload.iteration_divisor
         if ref in datasets.ARENA_TRACES:
             return load_arena_trace(ref, data_dir, iteration_divisor=divisor)
-        return read_arena_trace(ref, iteration_divisor=divisor)
+        return read_trace(ref, tuner=tuner or self.make_tuner(), iteration_divisor=divisor)
 
     def mix_component(self, index: int) -> int:
         """The component of training episode ``index`` of a mixture (0 for a plain scenario)."""

@@ -119,6 +119,8 @@ def test_train_then_evaluate(tmp_path):
         "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n"
         "a,0,300,bert__760M,,128,2,a40\nb,60,200,moe__690M,,256,4,a100\n"
     )
+    own = tmp_path / "own.csv"  # the generic format: GPUs and run time, models drawn
+    own.write_text("arrival_s,num_gpus,duration_s\n0,2,600\n30,1,1200\n90,4,300\n")
     out = run(
         "experiments/evaluate.py",
         "--policy",
@@ -127,6 +129,8 @@ def test_train_then_evaluate(tmp_path):
         "tiny",
         "--trace",
         str(trace),
+        "--trace",
+        str(own),
         "--policies",
         "crius",
         "--out",
@@ -141,7 +145,7 @@ def test_train_then_evaluate(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     text = (res / "t.md").read_text()
-    assert "trace files" in text and "`mine` (2 jobs)" in text
+    assert "trace files" in text and "`mine` (2 jobs)" in text and "`own` (3 jobs)" in text
     # Each margin is a row; 'inf' is the guide, so its JCT is Crius's.
     rows = pd.read_csv(res / "evaluation_tiny.csv")
     jct = rows.groupby("policy")["avg_jct_s"].mean()

@@ -104,7 +104,8 @@ def test_env_accepts_numpy_integers(tiny_env):
         ({"split": "test", "index": -1}, "out of range"),
         ({"component": 3}, "component 3 out of range"),
         ({"split": "val", "index": "0"}, "index must be an integer"),
-        ({"trace": "philly"}, "trace must be a Trace"),
+        ({"trace": 7}, "trace must be a Trace or a trace file's path"),
+        ({"trace_format": "csv"}, "trace_format and trace_seed need a trace file"),
     ],
 )
 def test_env_refuses_unknown_reset_options(tiny_env, options, match):

@@ -4,7 +4,7 @@ One job per line, header first; columns in any order, unknown columns ignored::
 
     job_id,arrival_s,num_gpus,gpu_type,duration_s,iterations,model,batch_size,deadline_s
     j1,0,8,a100,3600,,,,
-    j2,120,4,,,20000,gpt-1.3b,256,
+    j2,120,4,,,20000,gpt-1.7b,256,
 
 ================  ========  ===================================================================
 column            required  meaning
