@@ -21,6 +21,7 @@ from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.curves import plot_learning_curves, read_scalars
+from crius_gym.eval.gantt import gantt_file_name, plot_gantt
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
@@ -183,6 +184,10 @@ def evaluate_scenario(
     plot_throughput(
         results, fig_dir / "throughput.png", caption, f"Throughput (first trace) — {scenario.name}"
     )
+    first = {r.policy: r for r in reversed(results) if r.trace == results[0].trace}
+    for policy, r in first.items():  # each policy's schedule on the first trace
+        title = f"{policy} — {scenario.name}: {r.trace}"
+        plot_gantt(r, scenario.cluster, fig_dir / gantt_file_name(policy), caption, title)
     ref = "crius" if "crius" in heuristics else None
     agg = aggregate(summ, reference=ref)
     agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _, _ in agents)

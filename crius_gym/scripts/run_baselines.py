@@ -82,6 +82,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from crius_gym.eval.gantt import gantt_file_name, plot_gantt
     from crius_gym.eval.plots import plot_cdf, plot_throughput
     from crius_gym.eval.runs import run_policies
     from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
@@ -166,6 +167,10 @@ def main() -> None:
             results, "queueing_s", d / "queueing_cdf.png", caption, f"Queueing delay CDF — {title}"
         )
         plot_throughput(results, d / "throughput.png", caption, f"Throughput — {title}")
+        for r in results:  # one trace per scenario here: every policy's schedule
+            plot_gantt(
+                r, scenario.cluster, d / gantt_file_name(r.policy), caption, f"{r.policy} — {title}"
+            )
         ref = "crius" if "crius" in args.policies else None
         table = markdown_table(aggregate(summ, reference=ref), reference=ref)
         rej = {r.policy: r.rejections for r in results if r.rejections}

@@ -36,6 +36,7 @@ from crius_gym.sim.events import EventKind, EventQueue
 from crius_gym.sim.metrics import JobResult, RunSummary, TimeSeries, job_result, summarise
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.records import JobRecord, JobStatus
+from crius_gym.sim.schedule import Began, Ended, ScheduleLog, Segment
 from crius_gym.sim.snapshot import Snapshot
 from crius_gym.sim.truth import EstimatorTruth, GroundTruth, estimated_plan
 from crius_gym.workload.job import Trace
@@ -75,6 +76,8 @@ class RunResult:
         summary: per-run metrics.
         series: throughput / GPU use / queue length over time.
         rejections: count per rejection reason.
+        segments: the schedule, who held which GPUs when, in the order holds ended (the ones
+            still held at the stop last, ``ended="open"``).
     """
 
     policy: str
@@ -83,6 +86,7 @@ class RunResult:
     summary: RunSummary
     series: TimeSeries
     rejections: dict[str, int]
+    segments: tuple[Segment, ...] = ()
 
 
 class Simulator:
@@ -147,6 +151,8 @@ class Simulator:
         self._running = 0
         self._by_id = {j.job_id: i for i, j in enumerate(trace.jobs)}
         self._series: list[tuple[float, float, int, int]] = []
+        self._schedule = ScheduleLog()
+        self._held: dict[int, tuple[float, Began]] = {}  # job index -> its open segment
         self.decisions = 0
         self._stopped = False
         self._record_point()
@@ -322,6 +328,7 @@ class Simulator:
         rec.status = JobStatus.FINISHED
         rec.finish_s = self.now_s
         assert rec.placement is not None
+        self._close_segment(rec, rec.placement, "finish")
         self._alloc.release(rec.placement)
         del self._active[rec.index]
         self._open -= 1
@@ -408,6 +415,7 @@ class Simulator:
             rec.first_start_s = self.now_s
         rec.starts += 1
         self._assign(rec, action, placement, real)
+        self._held[rec.index] = (self.now_s, "start" if rec.starts == 1 else "resume")
 
     def _reconfigure(self, rec: JobRecord, action: Reconfigure) -> None:
         if rec.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
@@ -425,7 +433,9 @@ class Simulator:
         self._touch(rec)
         self._stop_running(rec)
         rec.reconfigurations += 1
+        self._close_segment(rec, old, "reconfigure")
         self._assign(rec, action, placement, real)
+        self._held[rec.index] = (self.now_s, "reconfigure")
 
     def _assign(
         self,
@@ -457,6 +467,7 @@ class Simulator:
             if not self._compat.suspend_double_count:
                 rec.exec_s = 0.0
         assert rec.placement is not None
+        self._close_segment(rec, rec.placement, "preempt")
         self._alloc.release(rec.placement)
         del self._active[rec.index]
         rec.placement = None
@@ -467,6 +478,24 @@ class Simulator:
         rec.preemptions += 1
         rec.version += 1
         bisect.insort(self._waiting, rec.index)
+
+    def _segment(self, rec: JobRecord, placement: Placement, ended: Ended) -> Segment:
+        start_s, began = self._held[rec.index]
+        return Segment(
+            job_index=rec.index,
+            job_id=rec.job.job_id,
+            gpu_type=placement.gpu_type,
+            nodes=placement.nodes,
+            gpus_per_node=placement.gpus_per_node,
+            start_s=start_s,
+            end_s=self.now_s,
+            began=began,
+            ended=ended,
+        )
+
+    def _close_segment(self, rec: JobRecord, placement: Placement, ended: Ended) -> None:
+        self._schedule.append(self._segment(rec, placement, ended))
+        del self._held[rec.index]
 
     def _reject(self, rec: JobRecord, reason: str) -> None:
         if rec.status is not JobStatus.WAITING:
@@ -506,19 +535,23 @@ class Simulator:
 
     # ------------------------------------------------------------------ results
     def result(self, policy_name: str = "") -> RunResult:
-        """Settle the clock and collect metrics (call when the run is over or at any stop)."""
+        """Collect metrics as of now (at the end of a run, or at any stop).
+
+        Side-effect free: the accumulators are settled on copies of the records, so peeking
+        mid-run leaves the run exactly as it was (settling the originals would re-base their
+        progress arithmetic and could change later decisions by rounding).
+        """
         assert self._trace is not None, "reset() first"
-        for rec in self._records:
+        records = [copy.copy(r) for r in self._records]
+        for rec in records:
             if rec.status not in (JobStatus.FUTURE, JobStatus.FINISHED, JobStatus.REJECTED):
                 self._touch(rec)
-        jobs = tuple(job_result(r) for r in self._records)
+        jobs = tuple(job_result(r) for r in records)
         # A finished run ends at its last event: the last finish, or the last arrival (a job
         # that arrives after the last finish and is rejected still arrived in the run).
-        ends = [r.finish_s for r in self._records if r.finish_s is not None]
-        ends += [r.job.arrival_s for r in self._records if r.status is JobStatus.REJECTED]
-        open_jobs = any(
-            r.status not in (JobStatus.FINISHED, JobStatus.REJECTED) for r in self._records
-        )
+        ends = [r.finish_s for r in records if r.finish_s is not None]
+        ends += [r.job.arrival_s for r in records if r.status is JobStatus.REJECTED]
+        open_jobs = any(r.status not in (JobStatus.FINISHED, JobStatus.REJECTED) for r in records)
         end = self.now_s if open_jobs or not ends else max(ends)
         arr = np.array(self._series, dtype=float) if self._series else np.zeros((0, 4))
         series = TimeSeries(
@@ -529,9 +562,14 @@ class Simulator:
         )
         summary = summarise(list(jobs), series, self.cluster.num_gpus, end, self.decisions)
         reasons: dict[str, int] = {}
-        for r in self._records:
+        for r in records:
             if r.status is JobStatus.REJECTED:
                 reasons[r.reject_reason] = reasons.get(r.reject_reason, 0) + 1
+        still_held = [
+            self._segment(records[i], p, "open")
+            for i in self._held
+            if (p := records[i].placement) is not None
+        ]
         return RunResult(
             policy=policy_name,
             trace=self._trace.name,
@@ -539,6 +577,7 @@ class Simulator:
             summary=summary,
             series=series,
             rejections=reasons,
+            segments=(*self._schedule, *still_held),
         )
 
     def run(

@@ -159,6 +159,7 @@ def test_train_then_evaluate(tmp_path):
     )
     assert out.returncode != 0 and "both labelled 'ppo:r'" in out.stderr
     assert (res / "eval_tiny" / "jct_cdf.png").is_file()
+    assert (res / "eval_tiny" / "gantt_ppo_r_inf.png").is_file()  # ppo:r@inf's schedule
     assert (res / "learning_curve.png").is_file()
 
     # A policy saved for other observation spaces is refused with a clear message.

@@ -39,6 +39,9 @@ def test_run_baselines_on_each_format(tmp_path, path, fmt, jobs):
     assert f": {jobs} jobs (" in out.stdout
     assert "skipped line" in out.stderr  # every fixture has rows that cannot be used
     assert (tmp_path / "baselines.md").is_file()
+    # Each policy's schedule beside the CDFs.
+    for policy in ("fcfs", "crius"):
+        assert (tmp_path / "tiny" / f"gantt_{policy}.png").stat().st_size > 10_000
 
 
 def test_a_malformed_trace_is_refused_with_file_and_field(tmp_path):
