@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import EngFormatter, MaxNLocator
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from crius_gym.atomic import atomic_path
@@ -66,6 +67,9 @@ def plot_learning_curves(curves: dict[str, pd.DataFrame], path: str | Path, capt
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+        # 200,704 written out overlaps its neighbours: at most 5 ticks, in k/M units.
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     fig.text(0.01, 0.005, caption, fontsize=6)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     with atomic_path(path) as tmp:

@@ -16,9 +16,14 @@ from matplotlib.figure import Figure
 from crius_gym.atomic import atomic_path
 from crius_gym.sim.simulator import RunResult
 
+#: The reference every figure is read against: drawn thick, black and on top.
+REFERENCE_POLICY = "crius"
+
 
 def _style(index: int, policy: str) -> dict[str, object]:
-    """Distinct colours for up to 20 lines; learned agents solid, heuristics dashed."""
+    """Distinct colours for up to 20 lines; learned agents solid, heuristics dashed; Crius bold."""
+    if policy == REFERENCE_POLICY:
+        return {"color": "black", "linestyle": "-", "linewidth": 2.2, "zorder": 5}
     return {
         "color": plt.get_cmap("tab20")(index % 20),
         "linestyle": "-" if policy.startswith("ppo:") else "--",
@@ -89,9 +94,8 @@ def plot_throughput(
             r.series.time_s / 3600,
             r.series.throughput,
             where="post",
-            lw=0.8,
             label=f"{r.policy} ({r.trace})",
-            **_style(len(seen) - 1, r.policy),  # type: ignore[arg-type]
+            **{"linewidth": 0.8, **_style(len(seen) - 1, r.policy)},  # type: ignore[arg-type]
         )
     ax.set_xlabel("simulated time (h)")
     ax.set_ylabel("throughput (samples/s)")
