@@ -24,7 +24,7 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.env.guide import GuidePlan
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell, CellEstimate
-from crius_gym.sim.allocator import Allocator, Placement
+from crius_gym.sim.allocator import Allocator, Placement, released_node_gain
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
 from crius_gym.workload.models import ModelSpec
@@ -186,10 +186,10 @@ class FitIndex:
         base = self.rows[t][g]
         if t != self.layout.slot[placement.gpu_type] or base >= nodes:
             return base >= nodes
-        # A released node counts for g only if it had fewer than g free GPUs before.
-        free, pg, first = self._free, placement.gpus_per_node, self.layout.first_node[t]
-        gained = sum(free[first + n] < g <= free[first + n] + pg for n in placement.nodes)
-        return base + gained >= nodes
+        # The allocator's rule (Allocator.fits_after_release), counted from the histogram.
+        free, first = self._free, self.layout.first_node[t]
+        own = [free[first + n] for n in placement.nodes]
+        return base + released_node_gain(own, placement.gpus_per_node, g) >= nodes
 
     def fits_all(self, cands: CandidateArrays) -> list[bool]:
         """Whether each candidate fits (C entries; padding False)."""

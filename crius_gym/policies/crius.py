@@ -43,7 +43,7 @@ from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.placement import layouts
 from crius_gym.policies.registry import register
 from crius_gym.sim.actions import Action, Preempt, Reconfigure, Reject, Start
-from crius_gym.sim.allocator import Allocator, Placement
+from crius_gym.sim.allocator import Allocator, Placement, released_node_gain
 from crius_gym.sim.policy import PolicyContext
 from crius_gym.sim.records import JobStatus, JobView
 from crius_gym.sim.snapshot import Snapshot
@@ -196,7 +196,7 @@ class _FitMemo:
         """Whether ``layout`` fits on ``placement``'s type once ``placement`` is released."""
         g = layout.gpus_per_node
         own = self.alloc.free_per_node(placement.gpu_type)[list(placement.nodes)].tolist()
-        gained = sum(1 for f in own if f < g <= f + placement.gpus_per_node)
+        gained = released_node_gain(own, placement.gpus_per_node, g)  # the allocator's rule
         return self._count(placement.gpu_type, g) + gained >= layout.num_nodes
 
 

@@ -9,6 +9,7 @@ per node and type, so a policy can copy it cheaply to plan several actions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,21 @@ class Placement:
     def num_gpus(self) -> int:
         """GPUs held."""
         return len(self.nodes) * self.gpus_per_node
+
+
+def released_node_gain(own_free: Iterable[int], released_per_node: int, gpus_per_node: int) -> int:
+    """Nodes that reach ``gpus_per_node`` free GPUs only when a placement is released.
+
+    Args:
+        own_free: free GPUs now on each of the placement's nodes.
+        released_per_node: GPUs the placement gives back on each of them.
+        gpus_per_node: the free GPUs a Cell needs per node.
+
+    Returns:
+        How many of those nodes had fewer than ``gpus_per_node`` free GPUs and have at least
+        that many after the release (the others were already counted, or stay short).
+    """
+    return sum(1 for f in own_free if f < gpus_per_node <= f + released_per_node)
 
 
 class Allocator:
@@ -149,6 +165,25 @@ class Allocator:
             return False
         lay = cell.layout
         return int(np.count_nonzero(free >= lay.gpus_per_node)) >= lay.num_nodes
+
+    def fits_after_release(self, cell: Cell, placement: Placement) -> bool:
+        """Whether the Cell would fit once ``placement``'s GPUs are free again.
+
+        The rule every fit-after-release check follows (the env's ``FitIndex`` and the Crius
+        heuristic count nodes their own fast ways, then add :func:`released_node_gain`): a
+        ``k × g`` Cell fits iff at least ``k`` nodes of its type have ``g`` free GPUs, counting
+        the placement's nodes with its GPUs given back. Nothing is changed.
+        """
+        if cell.gpu_type != placement.gpu_type:
+            return self.can_place(cell)
+        free = self._free.get(cell.gpu_type)
+        lay = cell.layout
+        if free is None or lay.gpus_per_node > self._capacity[cell.gpu_type]:
+            return False
+        already = int(np.count_nonzero(free >= lay.gpus_per_node))
+        own = free[list(placement.nodes)].tolist()
+        gained = released_node_gain(own, placement.gpus_per_node, lay.gpus_per_node)
+        return already + gained >= lay.num_nodes
 
     def place(self, cell: Cell) -> Placement | None:
         """Take GPUs for a Cell (best fit); None when it does not fit."""

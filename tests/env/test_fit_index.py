@@ -8,6 +8,7 @@ from crius_gym.env.decision import CellSelector, FitIndex
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.plan import Layout
+from crius_gym.policies.crius import _FitMemo
 from crius_gym.sim.allocator import Allocator
 
 CELLS = [Cell(t, Layout(n, g), 1) for t in ("a40", "a10") for n in (1, 2, 3, 4) for g in (1, 2, 4)]
@@ -15,7 +16,7 @@ CELLS = [Cell(t, Layout(n, g), 1) for t in ("a40", "a10") for n in (1, 2, 3, 4) 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(0, len(CELLS) - 1), max_size=12))
-def test_fit_index_agrees_with_the_allocator(picks):
+def test_the_env_and_the_heuristic_fit_as_the_allocator_does(picks):
     cluster = build_cluster(
         [
             {"gpu": "a40", "nodes": 4, "gpus_per_node": 4},
@@ -25,13 +26,18 @@ def test_fit_index_agrees_with_the_allocator(picks):
     alloc = Allocator(cluster)
     held = [p for p in (alloc.place(CELLS[i]) for i in picks) if p is not None]
     index = FitIndex(alloc)
+    memo = _FitMemo(alloc)  # the Crius heuristic's fast form of the same rule
     for cell in CELLS:
-        assert index.fits(cell) == alloc.can_place(cell)
+        assert index.fits(cell) == alloc.can_place(cell) == memo.can_place(cell)
         for p in held:
             alloc.release(p)
             expected = alloc.can_place(cell)
             alloc.take(p)
+            # One rule, owned by the allocator; the env and the heuristic agree with it.
+            assert alloc.fits_after_release(cell, p) == expected
             assert index.fits_after_release(cell, p) == expected
+            if cell.gpu_type == p.gpu_type:
+                assert memo.fits_released(p, cell.layout) == expected
     # The per-job forms: padded candidate lists, answers in candidate order, padding False.
     sim = SimpleNamespace(cluster=cluster, tuner=None)
     selector = CellSelector(sim, EnvConfig(cells_per_job=len(CELLS) + 2))
