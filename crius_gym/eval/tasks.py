@@ -7,6 +7,7 @@ keeps the input order, so serial and parallel evaluation produce identical table
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,14 +97,17 @@ def execute(task: Task) -> TaskResult:
     torch.set_num_threads(1)
     scenario = load_scenario(task.scenario)
     if isinstance(task, HeuristicTask):
-        from crius_gym.policies.registry import make_policy
+        from crius_gym.eval.runs import run_policies  # the one heuristic runner
 
-        sim = scenario.make_simulator(ground_truth=task.ground_truth, data_dir=task.data_dir)
-        res = sim.run(
-            task.trace,
-            make_policy(task.policy, scenario=scenario),
+        (res,) = run_policies(
+            scenario,
+            [task.trace],
+            [task.policy],
             seed=task.seed,
             horizon_s=task.horizon_s,
+            ground_truth=task.ground_truth,
+            data_dir=task.data_dir,
+            progress=False,
         )
         return TaskResult(res)
     from crius_gym.env.cluster_env import CriusEnv
@@ -120,9 +124,7 @@ def execute(task: Task) -> TaskResult:
     res, invalid = run_model(
         model, env, task.trace, task.deterministic, task.seed, task.guide_margin
     )
-    return TaskResult(
-        RunResult(task.label, res.trace, res.jobs, res.summary, res.series, res.rejections), invalid
-    )
+    return TaskResult(dataclasses.replace(res, policy=task.label), invalid)
 
 
 def run_tasks(

@@ -45,3 +45,16 @@ def test_reference_policy_is_refused_by_another_env_version(reference, tmp_path)
     env = CriusEnv("tiny", EnvConfig(**meta["env_config"]))
     with pytest.raises(PolicyCompatibilityError, match="version 3"):
         load_policy(copy / "best_model.zip", env)
+
+
+def test_an_agent_task_keeps_the_whole_run(reference):
+    """Evaluation tasks return the agent's run with its schedule, relabelled only."""
+    from crius_gym.eval.tasks import AgentTask, execute
+
+    meta = read_metadata(reference)
+    sc = load_scenario("tiny")
+    trace = sc.synthetic_trace("test", 0)
+    got = execute(AgentTask("ppo:ref", str(reference), "tiny", meta["env_config"], trace))
+    assert got.result.policy == "ppo:ref" and got.invalid_actions == 0
+    assert got.result.segments  # the Gantt chart's input survives the task boundary
+    assert sum(s.ended == "finish" for s in got.result.segments) == got.result.summary.finished
