@@ -7,14 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from crius_gym.perf.cell import Cell
-from crius_gym.perf.plan import PlanConstraints
+from crius_gym.policies.data_parallel import DATA_PARALLEL
 from crius_gym.policies.placement import layouts, requested_allocation
 from crius_gym.policies.registry import register
 from crius_gym.sim.actions import Action, Reject, Start, TuningMode
 from crius_gym.sim.policy import PolicyContext
 from crius_gym.sim.snapshot import Snapshot
-
-DATA_PARALLEL = PlanConstraints(pipeline=1, tensor=1)
 
 
 class FCFS:

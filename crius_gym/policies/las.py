@@ -12,7 +12,7 @@ An optional starvation guard (Tiresias's ``solve_starvation``) sends a waiting j
 0 with its service reset once it has waited ``starvation_factor`` × its executed time.
 
 Like FCFS, a job runs only on its request, and a job whose data-parallel replica does not fit
-there is rejected; it runs "+AP" by default (see :mod:`crius_gym.policies.gavel`).
+there is rejected; it runs "+AP" by default (see :mod:`crius_gym.policies.data_parallel`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import bisect
 import math
 from collections.abc import Sequence
 
-from crius_gym.policies.gavel import Launch, StateKey, first_fitting, launches, state_key
+from crius_gym.policies.data_parallel import Launch, StateKey, first_fitting, launches, state_key
 from crius_gym.policies.placement import requested_allocation
 from crius_gym.policies.registry import register
 from crius_gym.sim.actions import Action, Preempt, Reject, Start

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crius_gym.policies.gavel import (
+from crius_gym.policies.assignment import assign
+from crius_gym.policies.data_parallel import (
     Config,
     Launch,
     StateKey,
-    assign,
     dp_throughput,
     first_fitting,
     held_cell,

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from crius_gym.policies.gavel import assign, dp_throughput
+from crius_gym.policies.assignment import assign
+from crius_gym.policies.data_parallel import dp_throughput
 from crius_gym.policies.registry import available, make_policy
 from crius_gym.sim.actions import Reconfigure, Reject, Start
 from crius_gym.sim.policy import PolicyContext
