@@ -52,7 +52,7 @@ def add_trace_options(
 ) -> None:
     """``--trace FILE`` with ``--trace-format`` (detected by default) and ``--trace-seed``.
 
-    The formats are those of :func:`crius_gym.sim.trace_files.read_trace`: the Arena CSVs, the
+    The formats are those of :func:`crius_gym.scenarios.trace_files.read_trace`: the Arena CSVs, the
     generic CSV, and the public Philly, Helios and PAI traces (docs/workload.md "Your own
     traces").
     """

@@ -23,8 +23,8 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
-from crius_gym.sim.scenario import load_scenario
-from crius_gym.sim.trace_files import read_trace
+from crius_gym.scenarios import load_scenario
+from crius_gym.scenarios.trace_files import read_trace
 from crius_gym.workload.mapping import JobMapping
 
 

@@ -34,7 +34,7 @@ from crius_gym.eval.artifact import (
 )
 from crius_gym.eval.runs import run_policies
 from crius_gym.provenance import Provenance
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

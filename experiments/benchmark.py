@@ -105,7 +105,7 @@ def replay(
     def fn() -> dict[str, Any]:
         t0 = time.perf_counter()
         from crius_gym.policies.registry import make_policy
-        from crius_gym.sim.scenario import load_scenario
+        from crius_gym.scenarios import load_scenario
 
         sc = load_scenario(scenario)
         if scale != 1:
@@ -214,7 +214,7 @@ def ppo_steps(scenario: str, mode: str, steps: int) -> Callable[[], dict[str, An
 
 def tuner_time(scenario: str) -> Callable[[], dict[str, Any]]:
     def fn() -> dict[str, Any]:
-        from crius_gym.sim.scenario import load_scenario
+        from crius_gym.scenarios import load_scenario
         from crius_gym.workload.models import load_model_catalog
 
         sc = load_scenario(scenario)

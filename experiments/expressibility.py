@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
+from crius_gym.bundled import list_scenarios
 from crius_gym.cli import add_data_dir_option, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
@@ -28,7 +29,7 @@ from crius_gym.policies.registry import available, make_policy
 from crius_gym.provenance import Provenance
 from crius_gym.rl.agent import HeuristicDriver
 from crius_gym.rl.ppo import _parse_value
-from crius_gym.sim.scenario import list_scenarios, load_scenario
+from crius_gym.scenarios import load_scenario
 from crius_gym.workload.job import Trace
 
 

@@ -26,8 +26,9 @@ import numpy as np
 import yaml
 
 from crius_gym import datasets
+from crius_gym.bundled import list_scenarios
 from crius_gym.cli import add_data_dir_option, run_main
-from crius_gym.sim.scenario import list_scenarios, load_scenario, requested_demand
+from crius_gym.scenarios import load_scenario, requested_demand
 from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
 from crius_gym.workload.job import Trace
 from crius_gym.workload.synthetic import SyntheticConfig, fit_synthetic_config, interarrival_gaps

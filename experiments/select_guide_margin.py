@@ -40,7 +40,7 @@ from crius_gym.rl.deviation import (
     selection_scenarios,
 )
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

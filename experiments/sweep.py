@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from crius_gym.atomic import atomic_write_text
+from crius_gym.bundled import list_scenarios
 from crius_gym.cli import run_main
 from crius_gym.provenance import Provenance
-from crius_gym.sim.scenario import list_scenarios
 
 METRIC = "eval_avg_jct_s"
 

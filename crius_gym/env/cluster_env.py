@@ -26,11 +26,11 @@ from crius_gym.env.render import render_cluster
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
+from crius_gym.scenarios import Scenario, load_scenario
+from crius_gym.scenarios.trace_files import read_trace
 from crius_gym.sim.actions import Action, InvalidActionError, Preempt, Reconfigure, Start
 from crius_gym.sim.records import JobStatus
-from crius_gym.sim.scenario import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult, Simulator
-from crius_gym.sim.trace_files import read_trace
 from crius_gym.workload.job import Trace
 from crius_gym.workload.mapping import JobMapping
 
@@ -109,8 +109,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     "index": i})`` replays trace i of a split (training traces have the scenario's
     ``train_episode_jobs`` jobs); ``reset(options={"trace": Trace})`` any trace, and
     ``reset(options={"trace": "path/to/file", "trace_format": "helios", "trace_seed": 0})`` any
-    trace file the project reads (:func:`crius_gym.sim.trace_files.read_trace`; format detected
-    when ``trace_format`` is absent; read once per file, seed and component). An episode
+    trace file the project reads (:func:`crius_gym.scenarios.trace_files.read_trace`; format
+    detected when ``trace_format`` is absent; read once per file, seed and component). An episode
     terminates when every job finished or was rejected (or nothing can happen any more); it is
     truncated after ``max_decisions`` decisions. The final ``info`` carries the run's metrics.
 

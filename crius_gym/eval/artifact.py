@@ -21,9 +21,9 @@ from typing import Any, Literal
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.baselines import FCFS
 from crius_gym.policies.crius import CriusOptions, CriusPolicy
+from crius_gym.scenarios import Scenario
 from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.policy import Policy
-from crius_gym.sim.scenario import Scenario
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 

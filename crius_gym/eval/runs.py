@@ -9,8 +9,8 @@ from tqdm import tqdm
 
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
+from crius_gym.scenarios import Scenario
 from crius_gym.sim.policy import Policy
-from crius_gym.sim.scenario import Scenario
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 

@@ -92,7 +92,7 @@ def execute(task: Task) -> TaskResult:
     """Run one task (in this process)."""
     import torch
 
-    from crius_gym.sim.scenario import load_scenario
+    from crius_gym.scenarios import load_scenario
 
     torch.set_num_threads(1)
     scenario = load_scenario(task.scenario)

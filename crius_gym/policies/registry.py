@@ -13,7 +13,7 @@ from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.sim.policy import Policy
 
 if TYPE_CHECKING:
-    from crius_gym.sim.scenario import Scenario
+    from crius_gym.scenarios import Scenario
 
 _FACTORIES: dict[str, Callable[..., Policy]] = {}
 F = TypeVar("F", bound=Callable[..., Policy])

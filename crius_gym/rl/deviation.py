@@ -47,7 +47,7 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import run_model
 from crius_gym.rl.saved import METADATA_FILE
-from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.workload.job import Trace
 
 #: How a candidate's per-scenario figures are combined into its score.

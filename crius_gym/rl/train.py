@@ -49,7 +49,7 @@ from crius_gym.rl.imitation import (
 from crius_gym.rl.ppo import PPOHyperparams, make_model
 from crius_gym.rl.saved import PolicyCompatibilityError, read_metadata, write_metadata
 from crius_gym.rl.sequence_ppo import SequencePPO
-from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.scenarios import Scenario, load_scenario
 
 EvalHook = Callable[[dict[str, float], Path], None]
 

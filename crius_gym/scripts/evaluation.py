@@ -29,9 +29,9 @@ from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import deployed_margin, parse_margin
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
-from crius_gym.sim.scenario import Scenario, load_scenario
+from crius_gym.scenarios import Scenario, load_scenario
+from crius_gym.scenarios.trace_files import read_trace
 from crius_gym.sim.simulator import RunResult
-from crius_gym.sim.trace_files import read_trace
 from crius_gym.workload.job import Trace
 from crius_gym.workload.mapping import JobMapping
 

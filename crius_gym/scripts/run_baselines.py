@@ -82,13 +82,13 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from crius_gym import scenarios
     from crius_gym.eval.gantt import gantt_file_name, plot_gantt
     from crius_gym.eval.plots import plot_cdf, plot_throughput
     from crius_gym.eval.runs import run_policies
     from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
-    from crius_gym.sim import scenario as scenarios
-    from crius_gym.sim.scenario import load_scenario
-    from crius_gym.sim.trace_files import read_trace
+    from crius_gym.scenarios import load_scenario
+    from crius_gym.scenarios.trace_files import read_trace
     from crius_gym.workload.mapping import JobMapping
 
     if args.ground_truth is not None and args.ground_truth not in scenarios.GROUND_TRUTHS:

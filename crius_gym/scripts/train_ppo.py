@@ -95,7 +95,7 @@ def main() -> None:
 
     from crius_gym.rl.ppo import resolve_hyperparams
     from crius_gym.rl.train import TrainSpec, train
-    from crius_gym.sim.scenario import load_scenario
+    from crius_gym.scenarios import load_scenario
 
     # SIGTERM (a scheduler's stop, `kill`) and SIGINT take the Ctrl-C path: save, then exit.
     # SIGINT is set explicitly because a shell starts background jobs with it ignored.

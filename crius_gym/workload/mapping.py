@@ -14,8 +14,8 @@ how long it ran, not the model it trained. :func:`map_records` fills in the rest
 4. **Iterations**: the record's, when given; otherwise ``round(duration_s / t)``, at least 1,
    where ``t`` is the seconds per iteration of the model on the record's GPUs of that type, as
    the caller's :class:`IterationTimer` prices it (the tuner's best plan, in
-   :mod:`crius_gym.sim.trace_files`). A job thus keeps the trace's run time when it runs on what
-   it asked for.
+   :mod:`crius_gym.scenarios.trace_files`). A job thus keeps the trace's run time when it runs on
+   what it asked for.
 
 Randomness: one :class:`numpy.random.Generator` seeded with ``(seed, 97)`` draws a fixed block of
 ``1 + 2 * max_draws`` uniforms per record, in file order, so a record's job depends only on the

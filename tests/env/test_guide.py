@@ -13,7 +13,7 @@ from crius_gym.env.features import CELL_FEATURES_BASE, CELL_GUIDE_NEXT, GLOBAL_G
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.agent import HeuristicDriver
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 DRIVE = EnvConfig(stop_at_every_event=True, max_decisions=10**12)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from crius_gym.env.cluster_env import CriusEnv
-from crius_gym.sim.trace_files import read_trace
+from crius_gym.scenarios.trace_files import read_trace
 from crius_gym.workload.mapping import JobMapping
 
 HELIOS = (

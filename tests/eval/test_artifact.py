@@ -18,7 +18,7 @@ from crius_gym.eval.artifact import (
     scenario_setting,
     variants,
 )
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 from tests.conftest import require_data
 
 

@@ -6,7 +6,7 @@ import matplotlib.image as mpimg
 
 from crius_gym.eval.gantt import gantt_file_name, plot_gantt
 from crius_gym.policies.registry import make_policy
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def test_file_names_are_safe():

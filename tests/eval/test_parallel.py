@@ -4,7 +4,7 @@ import pytest
 
 from crius_gym.eval.tables import summary_frame
 from crius_gym.eval.tasks import HeuristicTask, execute, run_tasks
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def tasks():

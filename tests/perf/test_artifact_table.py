@@ -19,7 +19,7 @@ from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import get_framework
 from crius_gym.perf.measurements import read_measurements, write_measurements_csv
 from crius_gym.perf.plan import Layout, PlanConstraints
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 from crius_gym.sim.truth import ArtifactTableTruth
 from tests.conftest import require_data
 from tests.sim.conftest import MODELS, job

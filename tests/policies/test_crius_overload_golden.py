@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crius_gym.policies.registry import make_policy
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "overload_crius.json"
 # (policy, jobs): the default Crius deep enough into overload that more than 150 jobs run

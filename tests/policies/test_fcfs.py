@@ -8,7 +8,7 @@ from crius_gym.errors import InputFileError
 from crius_gym.policies.baselines import FCFS
 from crius_gym.policies.crius import CriusPolicy
 from crius_gym.policies.registry import describe, make_policy
-from crius_gym.sim.scenario import load_scenario, parse_scenario
+from crius_gym.scenarios import load_scenario, parse_scenario
 from tests.sim.conftest import job, make_sim, trace
 
 A100, V100 = "a100-40gb", "v100-32gb"

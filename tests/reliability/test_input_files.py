@@ -9,8 +9,8 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.errors import ConfigError, InputFileError
 from crius_gym.perf.measurements import read_measurements
 from crius_gym.rl.ppo import resolve_hyperparams
+from crius_gym.scenarios import load_scenario
 from crius_gym.sim.actions import InvalidActionError
-from crius_gym.sim.scenario import load_scenario
 from crius_gym.workload.arena_trace import read_arena_trace
 
 LATIN1 = "caf\xe9".encode("latin-1")  # not UTF-8

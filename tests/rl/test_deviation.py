@@ -20,7 +20,7 @@ from crius_gym.rl.deviation import (
 )
 from crius_gym.rl.ppo import PPOHyperparams
 from crius_gym.rl.saved import load_policy, read_metadata
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 from tests.rl.test_reference_policy import reference  # noqa: F401  (fixture)
 
 

@@ -10,7 +10,7 @@ from crius_gym.policies.registry import make_policy
 from crius_gym.rl.agent import run_model
 from crius_gym.rl.ppo import make_model, resolve_hyperparams
 from crius_gym.rl.train import build_vec_env
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def ratio_to_crius(model, sc, traces):

@@ -11,7 +11,7 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.rl.agent import run_model
 from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, read_metadata
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 from tests.conftest import REPO
 
 REF = REPO / "results" / "reference_policy"

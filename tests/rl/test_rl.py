@@ -12,7 +12,7 @@ from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
 from crius_gym.rl.networks import TableLayout
 from crius_gym.rl.ppo import make_model, resolve_hyperparams
 from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, write_metadata
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def tiny_model(policy="rowwise", **env):

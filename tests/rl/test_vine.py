@@ -11,7 +11,7 @@ from crius_gym.policies.registry import make_policy
 from crius_gym.rl.ppo import make_model, resolve_hyperparams
 from crius_gym.rl.sequence_ppo import SequencePPO, _vine_actions
 from crius_gym.rl.train import build_vec_env
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def test_rollout_cost_of_the_guides_action_is_the_guides_run():

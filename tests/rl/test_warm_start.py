@@ -9,7 +9,7 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.rl.imitation import agreement, behaviour_clone, collect_demonstrations
 from crius_gym.rl.ppo import make_model, resolve_hyperparams
 from crius_gym.rl.train import build_vec_env
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def _model(overrides):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crius_gym.policies.registry import make_policy
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 FIELDS = (

@@ -8,7 +8,7 @@ import pytest
 
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.policies.registry import make_policy
-from crius_gym.sim.scenario import load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "crius"])

@@ -12,8 +12,8 @@ import pytest
 
 from crius_gym.eval.gantt import gpu_rows
 from crius_gym.policies.registry import make_policy
+from crius_gym.scenarios import load_scenario
 from crius_gym.sim.policy import PolicyContext
-from crius_gym.sim.scenario import load_scenario
 from crius_gym.sim.schedule import ScheduleLog, Segment
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from crius_gym.errors import UnknownNameError
-from crius_gym.sim.scenario import load_scenario
-from crius_gym.sim.trace_files import read_trace, tuner_timer
+from crius_gym.scenarios import load_scenario
+from crius_gym.scenarios.trace_files import read_trace, tuner_timer
 from crius_gym.workload.mapping import JobMapping
 
 FIXTURES = Path(__file__).parents[1] / "workload" / "fixtures"

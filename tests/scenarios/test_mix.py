@@ -8,7 +8,7 @@ import pytest
 
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.errors import InputFileError
-from crius_gym.sim.scenario import load_scenario, parse_scenario
+from crius_gym.scenarios import load_scenario, parse_scenario
 
 TINY = {
     "cluster": [{"gpu": "a40", "nodes": 2, "gpus_per_node": 2}],

@@ -1,7 +1,8 @@
 import pytest
 
+from crius_gym.bundled import list_scenarios
 from crius_gym.errors import InputFileError, UnknownNameError
-from crius_gym.sim.scenario import list_scenarios, load_scenario
+from crius_gym.scenarios import load_scenario
 
 
 def test_required_scenarios_exist_and_load():
