@@ -101,11 +101,32 @@ GLOBAL_FEATURES = (
 )
 
 
+class _Columns:
+    """Column of each feature of a table, by name: ``_J.requested_gpus`` is 4.
+
+    Indices come from the name tuples above, so reordering or adding a feature never leaves a
+    stale number behind; a misspelt name fails on first use.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        for i, name in enumerate(names):
+            setattr(self, name, i)
+
+    def __getattr__(self, name: str) -> int:  # only reached for unknown names
+        raise AttributeError(f"no feature column {name!r}")
+
+
+_J = _Columns(JOB_FEATURES)
+_C = _Columns(CELL_FEATURES_BASE)
+_T = _Columns(TYPE_FEATURES)
+_G = _Columns(GLOBAL_FEATURES)
+
+
 _LOG_CAP = math.log1p(1000.0)
 #: Job features that change with time (their columns, from the names).
 _DYNAMIC_JOB_COLUMNS = np.array(
     [
-        JOB_FEATURES.index(name)
+        getattr(_J, name)
         for name in (
             "waited",
             "remaining_work",
@@ -117,21 +138,12 @@ _DYNAMIC_JOB_COLUMNS = np.array(
     ]
 )
 #: Columns of the guide's proposal (zero unless the env shows the hint).
-JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS = (
-    JOB_FEATURES.index("guide_acts"),
-    JOB_FEATURES.index("guide_preempts"),
-)
-CELL_GUIDE_NEXT, CELL_GUIDE_PLAN = (
-    CELL_FEATURES_BASE.index("guide_next"),
-    CELL_FEATURES_BASE.index("guide_plan"),
-)
-GLOBAL_GUIDE_WAIT = GLOBAL_FEATURES.index("guide_wait")
+JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS = _J.guide_acts, _J.guide_preempts
+CELL_GUIDE_NEXT, CELL_GUIDE_PLAN = _C.guide_next, _C.guide_plan
+GLOBAL_GUIDE_WAIT = _G.guide_wait
 #: GPU-type features that change with time (their columns, from the names).
 _DYNAMIC_TYPE_COLUMNS = np.array(
-    [
-        TYPE_FEATURES.index(name)
-        for name in ("free", "free_nodes", "running_share", "largest_free_block")
-    ]
+    [getattr(_T, name) for name in ("free", "free_nodes", "running_share", "largest_free_block")]
 )
 
 
@@ -193,11 +205,11 @@ class ObservationEncoder:
         self._cluster_static = np.zeros((cfg.max_gpu_types, len(TYPE_FEATURES)), np.float32)
         for t, g in enumerate(groups):
             row = self._cluster_static[t]
-            row[0] = 1.0
-            row[3] = g.num_gpus / self.total_gpus
-            row[4] = min(1.0, g.gpu.fp16_tflops / 1000.0)
-            row[5] = min(1.0, g.gpu.memory_gb / 160.0)
-            row[6] = min(1.0, g.gpus_per_node / 16.0)
+            row[_T.present] = 1.0
+            row[_T.share] = g.num_gpus / self.total_gpus
+            row[_T.peak_fp16] = min(1.0, g.gpu.fp16_tflops / 1000.0)
+            row[_T.memory] = min(1.0, g.gpu.memory_gb / 160.0)
+            row[_T.node_size] = min(1.0, g.gpus_per_node / 16.0)
         self.space = self._space()
         # Every table's slice of the one observation buffer: key -> (start, stop, shape). Job
         # tables first (window, running), then Cell tables (same order), so each pair is one
@@ -289,15 +301,15 @@ class ObservationEncoder:
         out = np.zeros(len(JOB_FEATURES), dtype=np.float32)
         family = job.model.family
         best = cells[0] if cells else None
-        out[0] = 1.0
-        out[4] = math.log2(1 + (job.requested_gpus or 0)) / 5.0
-        out[5] = family in ("bert", "gpt", "llama")
-        out[6] = family == "moe"
-        out[7] = family == "wide_resnet"
-        out[8] = min(1.0, math.log10(1.0 + model_costs(job.model).params) / 13.0)
-        out[9] = min(1.0, math.log2(job.global_batch) / 13.0)
-        out[11] = min(1.0, len(cells) / self.cfg.cells_per_job)
-        out[12] = min(1.0, math.log1p(best.throughput) / 10.0) if best else 0.0
+        out[_J.present] = 1.0
+        out[_J.requested_gpus] = math.log2(1 + (job.requested_gpus or 0)) / 5.0
+        out[_J.family_transformer] = family in ("bert", "gpt", "llama")
+        out[_J.family_moe] = family == "moe"
+        out[_J.family_conv] = family == "wide_resnet"
+        out[_J.params] = min(1.0, math.log10(1.0 + model_costs(job.model).params) / 13.0)
+        out[_J.batch] = min(1.0, math.log2(job.global_batch) / 13.0)
+        out[_J.candidate_cells] = min(1.0, len(cells) / self.cfg.cells_per_job)
+        out[_J.best_throughput] = min(1.0, math.log1p(best.throughput) / 10.0) if best else 0.0
         self._static_jobs[key] = out
         return out
 
@@ -339,18 +351,19 @@ class ObservationEncoder:
         for j, ce in enumerate(cells):
             cell, bd, row = ce.cell, ce.best.breakdown, out[j]
             total = max(bd.total_s, 1e-12)
-            row[0] = 1.0
-            row[2] = math.log2(cell.num_gpus) / 4.0
-            row[3] = math.log2(cell.layout.num_nodes) / 5.0
-            row[4] = math.log2(cell.stages) / 4.0
-            row[5] = min(1.0, best_t / ce.iter_time_s)
-            row[6] = min(1.0, (ce.throughput / cell.num_gpus) / best_per_gpu)
-            row[8] = min(1.0, ce.best.memory_gb / ce.best.memory_limit_gb)
-            row[9] = bd.compute_s / total
-            row[10] = bd.communication_s / total
-            row[11] = bd.bubble_s / total
-            row[13] = min(1.0, self.sim.tuner.config.tuning_overhead_s(cell.num_gpus, True) / cap)
-            row[14] = j / self.cfg.cells_per_job
+            row[_C.present] = 1.0
+            row[_C.num_gpus] = math.log2(cell.num_gpus) / 4.0
+            row[_C.num_nodes] = math.log2(cell.layout.num_nodes) / 5.0
+            row[_C.stages] = math.log2(cell.stages) / 4.0
+            row[_C.relative_speed] = min(1.0, best_t / ce.iter_time_s)
+            row[_C.gpu_efficiency] = min(1.0, (ce.throughput / cell.num_gpus) / best_per_gpu)
+            row[_C.memory] = min(1.0, ce.best.memory_gb / ce.best.memory_limit_gb)
+            row[_C.compute_share] = bd.compute_s / total
+            row[_C.comm_share] = bd.communication_s / total
+            row[_C.bubble_share] = bd.bubble_s / total
+            pause_s = self.sim.tuner.config.tuning_overhead_s(cell.num_gpus, True)
+            row[_C.tuning_pause] = min(1.0, pause_s / cap)
+            row[_C.rank] = j / self.cfg.cells_per_job
             t = self.type_index.get(cell.gpu_type)
             if t is not None:
                 row[len(CELL_FEATURES_BASE) + t] = 1.0
@@ -421,14 +434,14 @@ class ObservationEncoder:
         at = (np.array(kinds), np.array(indices))
         static = tables.jobs[at]  # fancy indexing: fresh copies
         static[:, _DYNAMIC_JOB_COLUMNS] = np.array(dynamic)
-        static[:, 10] = valid.sum(axis=1) / c
+        static[:, _J.fitting_cells] = valid.sum(axis=1) / c
         cells = tables.cells[at]
-        cells[:, :, 1] = valid
+        cells[:, :, _C.fits] = valid
         run_time = tables.iter_times[at] * np.array(lefts)[:, None] / scale
-        cells[:, :, 7] = np.minimum(1.0, np.log1p(run_time) / _LOG_CAP)
-        cells[:, :, 12] = type_free[tables.type_slot[at]] * cells[:, :, 0]
+        cells[:, :, _C.run_time] = np.minimum(1.0, np.log1p(run_time) / _LOG_CAP)
+        cells[:, :, _C.type_free] = type_free[tables.type_slot[at]] * cells[:, :, _C.present]
         for n, j in on_cell:
-            cells[n, j, 15] = 1.0
+            cells[n, j, _C.is_current] = 1.0
         plan = state.plan
         if plan is not None:
             self._guide_columns(plan, entries, static, cells)
@@ -496,18 +509,16 @@ class ObservationEncoder:
         waiting = state.waiting_total
         fitting = state.fitting_jobs
         plan = state.plan
-        out[:] = (
-            math.log1p(waiting) / _LOG_CAP,
-            (waiting - len(state.window)) / max(1, waiting),
-            math.log1p(len(sim.active_indices)) / _LOG_CAP,
-            sim.allocator.busy_gpus() / self.total_gpus,
-            sim.future_arrivals / total_jobs,
-            min(1.0, decisions_now / 16.0),
-            fitting / max(1, len(state.window)),
-            _log_norm(self.time_scale_s, 3600.0),
-            float(plan is not None and plan.next is None),
-            0.0 if plan is None else min(1.0, len(plan.actions) / 16.0),
-        )
+        out[_G.waiting] = math.log1p(waiting) / _LOG_CAP
+        out[_G.beyond_window] = (waiting - len(state.window)) / max(1, waiting)
+        out[_G.running] = math.log1p(len(sim.active_indices)) / _LOG_CAP
+        out[_G.busy] = sim.allocator.busy_gpus() / self.total_gpus
+        out[_G.future_arrivals] = sim.future_arrivals / total_jobs
+        out[_G.decisions_now] = min(1.0, decisions_now / 16.0)
+        out[_G.fitting_share] = fitting / max(1, len(state.window))
+        out[_G.time_scale] = _log_norm(self.time_scale_s, 3600.0)
+        out[_G.guide_wait] = float(plan is not None and plan.next is None)
+        out[_G.guide_plan_left] = 0.0 if plan is None else min(1.0, len(plan.actions) / 16.0)
 
     def encode(self, state: DecisionState, decisions_now: int) -> dict[str, np.ndarray]:
         """The observation of a decision state (fresh arrays on every call).

@@ -12,6 +12,7 @@ import pytest
 from stable_baselines3.common.env_util import make_vec_env
 
 import crius_gym
+from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.render import FRAME_SHAPE
 from crius_gym.env.wrappers import DictMaskObservation
 
@@ -107,3 +108,21 @@ def test_observation_tables_unflatten_with_feature_names():
     bad = {**obs, "cells": obs["cells"][:-1]}
     with pytest.raises(ValueError, match="'cells'"):
         env.observation_tables(bad)
+
+
+def test_feature_columns_come_from_the_names():
+    """Every feature is written through its name's column (env/features.py ``_Columns``)."""
+    from crius_gym.env import features as f
+
+    assert f._J.requested_gpus == f.JOB_FEATURES.index("requested_gpus")
+    assert f._C.is_current == f.CELL_FEATURES_BASE.index("is_current")
+    assert f._G.guide_wait == f.GLOBAL_GUIDE_WAIT == f.GLOBAL_FEATURES.index("guide_wait")
+    with pytest.raises(AttributeError, match="no feature column 'request_gpus'"):
+        _ = f._J.request_gpus
+    # A fresh observation sets 'present' on real rows only, by name, in every table.
+    env = CriusEnv("tiny")
+    obs, _ = env.reset(seed=0)
+    tables = env.observation_tables(obs, frames=True)
+    assert set(tables["cluster"]["present"]) <= {0.0, 1.0}
+    assert tables["cluster"]["present"].sum() == len(env.sim.cluster.gpu_types)
+    assert tables["cluster"]["share"].sum() == pytest.approx(1.0, abs=1e-6)
