@@ -2,7 +2,8 @@
 
 JCT = finish − arrival over finished jobs; queueing delay = time spent waiting for GPUs
 (including after preemption); throughput = time average of Σ samples/s of iterating jobs.
-Unfinished jobs are counted as such and never padded into the JCT (see the Crius note's caveats).
+Unfinished jobs are counted as such and never padded into the JCT (docs/baselines.md,
+"Averages are not padded").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from crius_gym.env.decision import CellSelector, FitIndex
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.plan import Layout
-from crius_gym.policies.crius import _FitMemo
+from crius_gym.policies.crius import FitMemo
 from crius_gym.sim.allocator import Allocator
 
 CELLS = [Cell(t, Layout(n, g), 1) for t in ("a40", "a10") for n in (1, 2, 3, 4) for g in (1, 2, 4)]
@@ -26,7 +26,7 @@ def test_the_env_and_the_heuristic_fit_as_the_allocator_does(picks):
     alloc = Allocator(cluster)
     held = [p for p in (alloc.place(CELLS[i]) for i in picks) if p is not None]
     index = FitIndex(alloc)
-    memo = _FitMemo(alloc)  # the Crius heuristic's fast form of the same rule
+    memo = FitMemo(alloc)  # the Crius heuristic's fast form of the same rule
     for cell in CELLS:
         assert index.fits(cell) == alloc.can_place(cell) == memo.can_place(cell)
         for p in held:
