@@ -16,15 +16,16 @@ ROOT = Path(__file__).resolve().parent
 
 
 class BuildWithBundledFolders(build_py):
-    """build_py, then envs/*.yaml and agents/*.yaml into crius_gym/_bundled/."""
+    """build_py, then envs/ and agents/ (YAML files and their JSON Schemas) into _bundled/."""
 
     def run(self) -> None:
         super().run()
         for folder in ("envs", "agents"):
             target = Path(self.build_lib) / "crius_gym" / "_bundled" / folder
             target.mkdir(parents=True, exist_ok=True)
-            for f in sorted((ROOT / folder).glob("*.yaml")):
-                shutil.copy2(f, target / f.name)
+            for pattern in ("*.yaml", "*.schema.json"):
+                for f in sorted((ROOT / folder).glob(pattern)):
+                    shutil.copy2(f, target / f.name)
 
 
 setup(cmdclass={"build_py": BuildWithBundledFolders})

@@ -51,8 +51,12 @@ class SplitSpec:
     test_traces: int = 8
 
     def __post_init__(self) -> None:
-        if self.train_episode_jobs < 1 or self.validation_traces < 0 or self.test_traces < 0:
-            raise ConfigError("splits: train_episode_jobs >= 1, trace counts >= 0")
+        lowest = {"seed": 0, "train_episode_jobs": 1, "validation_traces": 0, "test_traces": 0}
+        for name, low in lowest.items():
+            value = getattr(self, name)
+            # bool is an int subclass: 'true' would pass as 1 silently.
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"splits.{name} must be an integer >= {low}, got {value!r}")
 
 
 @dataclass(frozen=True)
