@@ -33,11 +33,12 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--policy",
-        nargs="*",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="PATH",
         help="saved policies: a model .zip or a results/policies/<run> folder "
-        "(its best_model.zip); repeatable",
+        "(its best_model.zip); several after one --policy, or --policy repeated",
     )
     p.add_argument(
         "--scenario",
@@ -46,7 +47,8 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--transfer",
-        nargs="*",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="SCENARIO",
         help="also evaluate on these scenarios (policies trained elsewhere)",

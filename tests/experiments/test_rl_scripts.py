@@ -154,10 +154,9 @@ def test_train_then_evaluate(tmp_path):
     assert "guide margin" in text
     # Labels come from the run folder and file: the final model is a row of its own.
     assert "ppo:r/model" in (res / "n.md").read_text()
-    out = run(
-        "experiments/evaluate.py", "--policy", str(pol), str(pol), "--out", str(res), "--force"
-    )
-    assert out.returncode != 0 and "both labelled 'ppo:r'" in out.stderr
+    for twice in ([str(pol), str(pol)], [str(pol), "--policy", str(pol)]):  # both forms add up
+        out = run("experiments/evaluate.py", "--policy", *twice, "--out", str(res), "--force")
+        assert out.returncode != 0 and "both labelled 'ppo:r'" in out.stderr
     assert (res / "eval_tiny" / "jct_cdf.png").is_file()
     assert (res / "eval_tiny" / "gantt_ppo_r_inf.png").is_file()  # ppo:r@inf's schedule
     assert (res / "learning_curve.png").is_file()
