@@ -153,6 +153,8 @@ class TrainOutcome:
         interrupted: stopped by Ctrl-C (a checkpoint was saved).
         best_validation: (unfinished jobs, average JCT) of the best model.
         seconds: wall time of this call's training.
+        margin_interrupted: training finished, but Ctrl-C stopped the guide-margin selection
+            (the policy is saved without a recorded margin).
     """
 
     model_path: Path
@@ -161,6 +163,7 @@ class TrainOutcome:
     interrupted: bool
     best_validation: tuple[float, float]
     seconds: float
+    margin_interrupted: bool = False
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -502,10 +505,12 @@ def train(
     with atomic_path(model_path) as tmp:
         model.save(tmp)
     deployment = None
+    margin_interrupted = False
     if not interrupted:
         try:
             deployment = _select_deployment(spec, scenario, env_cfg, model, log)
         except KeyboardInterrupt:
+            margin_interrupted = True
             # Training is complete and saved; only the margin is missing (select it later).
             log(
                 "\ninterrupted during the guide-margin selection: the policy is saved without "
@@ -531,4 +536,5 @@ def train(
         interrupted,
         validation.best,
         seconds,
+        margin_interrupted,
     )

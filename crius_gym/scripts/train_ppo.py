@@ -164,6 +164,8 @@ def main() -> None:
     if outcome.interrupted:
         print(f"continue with --resume {spec.run}", flush=True)
         raise SystemExit(130)
+    if outcome.margin_interrupted:  # stopped on request, as a Ctrl-C should: status 130
+        raise SystemExit(130)
 
 
 def cli() -> None:

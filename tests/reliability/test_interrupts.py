@@ -97,3 +97,31 @@ def test_closing_subprocess_envs_after_an_interrupt_mid_step_does_not_hang():
     closer.join(timeout=60)
     assert done.is_set(), "closing after an interrupt hung"
     assert not any(p.is_alive() for p in venv.processes)
+
+
+def test_sigterm_during_the_guide_margin_selection_keeps_the_trained_policy(tmp_path):
+    """Training done, margin selection running: the policy is saved, only the margin is missing."""
+    import threading
+
+    # A short run whose margin selection takes a while: many margins, long stress traces.
+    extra = ["--set", "deploy_margins=[0,0.5,1,1.5,2,3]", "--set", "deploy_traces=3"]
+    extra += ["--set", "deploy_stress_traces=2", "--set", "deploy_stress_jobs=200"]
+    proc = start(tmp_path, "m", total="512", extra=extra)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    wait_for(lambda: any("choosing the guide margin" in line for line in lines))
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.stderr.read()
+    proc.wait(timeout=300)
+    reader.join(timeout=60)
+    stdout = "".join(lines)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted during the guide-margin selection" in stdout
+    assert "select_guide_margin.py --policy" in stdout
+    run = tmp_path / "policies" / "m"
+    meta = yaml.safe_load((run / "metadata.yaml").read_text())
+    assert meta["in_progress"] is False and meta["interrupted"] is False
+    assert "deployment" not in meta and meta["timesteps"] >= 512
+    assert (run / "model.zip").is_file()
