@@ -184,7 +184,10 @@ def evaluate_scenario(
     plot_throughput(
         results, fig_dir / "throughput.png", caption, f"Throughput (first trace) — {scenario.name}"
     )
-    first = {r.policy: r for r in reversed(results) if r.trace == results[0].trace}
+    first: dict[str, RunResult] = {}  # each policy's run of the first trace, in table order
+    for r in results:
+        if r.trace == results[0].trace:
+            first.setdefault(r.policy, r)
     for policy, r in first.items():  # each policy's schedule on the first trace
         title = f"{policy} — {scenario.name}: {r.trace}"
         plot_gantt(r, scenario.cluster, fig_dir / gantt_file_name(policy), caption, title)
@@ -208,6 +211,10 @@ def evaluate_scenario(
         f"![JCT CDF](eval_{scenario.name}/jct_cdf.png) "
         f"![queueing CDF](eval_{scenario.name}/queueing_cdf.png) "
         f"![throughput](eval_{scenario.name}/throughput.png)",
+        "",
+        f"Schedules on `{results[0].trace}` (Gantt charts): "
+        + ", ".join(f"[{p}](eval_{scenario.name}/{gantt_file_name(p)})" for p in first)
+        + ".",
         "",
     ]
     print(markdown_table(agg, reference=ref), flush=True)

@@ -232,6 +232,13 @@ def main() -> None:
             f"![queueing CDF]({scenario.name}/queueing_cdf.png) "
             f"![throughput]({scenario.name}/throughput.png)",
             "",
+            "Schedules (Gantt charts: jobs on each GPU type's GPUs over time; starts, "
+            "reconfigurations and preemptions marked): "
+            + ", ".join(
+                f"[{r.policy}]({scenario.name}/{gantt_file_name(r.policy)})" for r in results
+            )
+            + ".",
+            "",
         ]
         print(table, flush=True)
     atomic_write_text(out / args.report_name, "\n".join(sections))

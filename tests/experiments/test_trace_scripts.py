@@ -38,7 +38,8 @@ def test_run_baselines_on_each_format(tmp_path, path, fmt, jobs):
     assert out.returncode == 0, out.stderr
     assert f": {jobs} jobs (" in out.stdout
     assert "skipped line" in out.stderr  # every fixture has rows that cannot be used
-    assert (tmp_path / "baselines.md").is_file()
+    report = (tmp_path / "baselines.md").read_text()
+    assert "[crius](tiny/gantt_crius.png)" in report
     # Each policy's schedule beside the CDFs.
     for policy in ("fcfs", "crius"):
         assert (tmp_path / "tiny" / f"gantt_{policy}.png").stat().st_size > 10_000
