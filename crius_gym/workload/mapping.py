@@ -33,7 +33,7 @@ are kept, nothing is clipped or redrawn, and the model is drawn conditioned on f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -195,8 +195,9 @@ def map_records(
         models: catalogue resolving the preset's model names (default: the packaged one).
 
     Returns:
-        The jobs sorted by arrival (ties keep file order), named like the record set; records
-        that could not be mapped are in ``Trace.skipped`` after the reader's, with their lines.
+        The jobs sorted by arrival (ties keep file order; the first arrives at 0), named like
+        the record set; the reader's skipped rows and the records that could not be mapped are
+        in ``Trace.skipped``, in file order, with their lines.
 
     Raises:
         InputFileError: no record could become a job (the first reasons are listed).
@@ -210,16 +211,26 @@ def map_records(
     mapper = _Mapper(preset, timer, gpu_types, models, mapping.max_draws)
     rng = np.random.default_rng(np.random.SeedSequence((mapping.seed, _STREAM)))
     draws = rng.random((len(records.records), 1 + 2 * mapping.max_draws))
-    t0 = min(r.arrival_s for r in records.records)
+    first_s = min(r.arrival_s for r in records.records)  # times from here are >= 0
     jobs: list[Job] = []
     issues: list[TraceIssue] = list(records.skipped)
     for r, u in zip(records.records, draws, strict=True):
         try:
-            jobs.append(mapper.job(r, u, t0))
+            jobs.append(mapper.job(r, u, first_s))
         except _SkipError as exc:
             issues.append(TraceIssue(r.line, str(exc)))
     if not jobs:
         raise no_usable_rows(records.path, issues)
+    # Rebased on the earliest record that became a job, so the first job arrives at 0.
+    t0 = min(j.arrival_s for j in jobs)
+    jobs = [
+        replace(
+            j,
+            arrival_s=j.arrival_s - t0,
+            deadline_s=None if j.deadline_s is None else j.deadline_s - t0,
+        )
+        for j in jobs
+    ]
     jobs.sort(key=lambda j: j.arrival_s)
     issues.sort(key=lambda i: i.line)
     return Trace(records.name, tuple(jobs), tuple(issues))

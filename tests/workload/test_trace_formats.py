@@ -300,6 +300,7 @@ def test_mapping_skips_a_job_that_fits_nowhere(tmp_path):
     path = write(tmp_path, "arrival_s,num_gpus,duration_s\n0,64,60\n5,1,60\n")
     trace = map_records(read_generic_csv(path, MODELS, GPUS), fixed_timer, TYPES)
     assert [j.requested_gpus for j in trace.jobs] == [1]
+    assert trace.jobs[0].arrival_s == 0.0  # rebased on the first job, not the skipped row
     assert trace.skipped[0].line == 2 and trace.skipped[0].reason.startswith("num_gpus: none of")
     alone = write(tmp_path, "arrival_s,num_gpus,duration_s\n0,64,60\n", "alone.csv")
     with pytest.raises(InputFileError, match=r"alone\.csv.*no usable rows"):
