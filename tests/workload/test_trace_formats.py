@@ -213,7 +213,8 @@ def test_helios_malformed_rows(tmp_path):
         "c,u,1.5,2020-04-01 00:00:00,60\n"
         "d,u,1,yesterday,60\n"
         "e,u,1,2020-04-01 00:00:00,\n"
-        "f,u,1,2020-04-01 00:00:00,-3\n",
+        "f,u,1,2020-04-01 00:00:00,-3\n"
+        "g,u,1,nan,60\n",
     )
     rs = read_helios_log(path)
     assert [r.job_id for r in rs.records] == ["a_u"]
@@ -223,6 +224,7 @@ def test_helios_malformed_rows(tmp_path):
         5: "submit_time: 'yesterday' is not a timestamp like '2020-04-01 00:05:38'",
         6: "duration: required value is blank",
         7: "duration: '-3': the job never ran",
+        8: "submit_time: 'nan' is not a finite number",
     }
     with pytest.raises(InputFileError) as info:
         read_helios_log(write(tmp_path, "job_id,gpu_num,submit_time\n", "h.csv"))

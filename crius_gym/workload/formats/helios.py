@@ -19,6 +19,7 @@ The log names no GPU type, so records have none.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from crius_gym.workload.formats.records import (
@@ -38,11 +39,14 @@ OPTIONAL_COLUMNS = ("user",)
 
 
 def _seconds(text: str, field: str) -> float:
-    """Seconds from a timestamp or a plain number of seconds."""
+    """Seconds from a timestamp or a plain (finite) number of seconds."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return timestamp_s(text, field)
+    if not math.isfinite(value):
+        raise RowError(field, f"{text!r} is not a finite number")
+    return value
 
 
 def _record(line: int, v: dict[str, str]) -> TraceRecord:
