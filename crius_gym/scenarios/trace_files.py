@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crius_gym.errors import UnknownNameError
+from crius_gym.errors import InputFileError, UnknownNameError
 from crius_gym.hardware.gpus import load_gpu_catalog
 from crius_gym.perf.tuner import Tuner, layouts_for
 from crius_gym.workload.arena_trace import read_arena_trace
@@ -62,11 +62,13 @@ def read_trace(
 
     Raises:
         UnknownNameError: an unknown ``trace_format``.
-        InputFileError: the format cannot be detected, or the file is malformed (file, line,
-            field named).
+        InputFileError: the path is a folder, the format cannot be detected, or the file is
+            malformed (file, line, field named).
         FileNotFoundError: the file does not exist.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputFileError(path, "is a folder; give a trace file (for PAI, its job table)")
     if trace_format in (None, "auto"):
         trace_format = detect_format(path)
     if trace_format not in TRACE_FORMATS:

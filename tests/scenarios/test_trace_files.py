@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crius_gym.errors import UnknownNameError
+from crius_gym.errors import InputFileError, UnknownNameError
 from crius_gym.scenarios import load_scenario
 from crius_gym.scenarios.trace_files import read_trace, tuner_timer
 from crius_gym.workload.mapping import JobMapping
@@ -54,3 +54,12 @@ def test_explicit_format_seed_and_arena_pass_through(tuner, tmp_path):
     assert trace.jobs[0].iterations == 10 and trace.iteration_divisor == 5
     with pytest.raises(UnknownNameError, match="trace format"):
         read_trace(FILES["csv"], "swf", tuner=tuner)
+
+
+def test_a_folder_or_a_pai_table_without_its_tasks_is_refused(tuner, tmp_path):
+    with pytest.raises(InputFileError, match="is a folder"):
+        read_trace(tmp_path, tuner=tuner)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("a,i,u,Terminated,0,60\n")
+    with pytest.raises(FileNotFoundError, match=r"pai_task_table\.csv"):
+        read_trace(jobs, "pai", tuner=tuner)

@@ -62,8 +62,13 @@ JOB_TABLE_PREFIX = "pai_job_table"
 
 
 def task_table_for(job_table: Path) -> Path:
-    """The task table beside a job table (``pai_job_table*.csv`` → ``pai_task_table*.csv``)."""
-    return job_table.with_name(job_table.name.replace("pai_job_table", "pai_task_table", 1))
+    """The task table beside a job table: ``pai_job_table*.csv`` → ``pai_task_table*.csv``.
+
+    A job table named otherwise is paired with ``pai_task_table.csv`` in its folder.
+    """
+    if JOB_TABLE_PREFIX in job_table.name:
+        return job_table.with_name(job_table.name.replace(JOB_TABLE_PREFIX, "pai_task_table", 1))
+    return job_table.with_name("pai_task_table.csv")
 
 
 def _rows(
