@@ -1,6 +1,7 @@
 """The schedule of a run as a Gantt chart: jobs over time on each GPU type's GPUs.
 
-One panel per GPU type, one row per GPU (grouped by node, nodes separated by thin lines), one
+One panel per GPU type, one row per GPU (grouped by node; up to 40 nodes, separated by thin
+lines), one
 coloured bar per job per GPU it held (colour by job). Markers show what changed: ``>`` a start or
 a resume after preemption, a blue diamond a reconfiguration (the job moved or resized), a red
 ``x`` a preemption. The bars come from :attr:`crius_gym.sim.simulator.RunResult.segments`; GPUs
@@ -106,8 +107,9 @@ def plot_gantt(
             size = 16 if kind == "preempt" else 9
             ax.scatter(xs, ys, marker=marker, s=size, c=colour, linewidths=0.9, zorder=3)
         total = group.num_nodes * group.gpus_per_node
-        for n in range(1, group.num_nodes):
-            ax.axhline(n * group.gpus_per_node, color="0.8", lw=0.3)
+        if group.num_nodes <= 40:  # beyond that the separators would grey the whole panel
+            for n in range(1, group.num_nodes):
+                ax.axhline(n * group.gpus_per_node, color="0.8", lw=0.3)
         ax.set_xlim(0, max(end_h, 1e-6))
         ax.set_ylim(0, total)
         ax.invert_yaxis()
