@@ -1,11 +1,11 @@
 """The schedule of a run as a Gantt chart: jobs over time on each GPU type's GPUs.
 
 One panel per GPU type, one row per GPU (grouped by node; up to 40 nodes, separated by thin
-lines), one
-coloured bar per job per GPU it held (colour by job). Markers show what changed: ``>`` a start or
-a resume after preemption, a blue diamond a reconfiguration (the job moved or resized), a red
-``x`` a preemption. The bars come from :attr:`crius_gym.sim.simulator.RunResult.segments`; GPUs
-are drawn in rows by a first-fit per node, so a job keeps its rows while it holds a node.
+lines), one coloured bar per job per GPU it held (colour by job). Markers show what changed:
+``>`` a start or a resume after preemption, a blue diamond a reconfiguration (the job moved or
+resized), a red ``x`` a preemption. The bars come from
+:attr:`crius_gym.sim.simulator.RunResult.segments`; GPUs are drawn in rows by a first-fit per
+node, so a job keeps its rows while it holds a node.
 """
 
 from __future__ import annotations
