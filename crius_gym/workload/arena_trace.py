@@ -47,6 +47,7 @@ from crius_gym.workload.formats.records import (
     no_usable_rows,
     number,
     positive_int,
+    require,
 )
 from crius_gym.workload.job import Job, Trace
 from crius_gym.workload.models import ModelCatalog, ModelSpec, load_model_catalog
@@ -95,9 +96,7 @@ class _Row:
 
 
 def _parse_row(line: int, values: dict[str, str], models: ModelCatalog, gpus: GPUCatalog) -> _Row:
-    for column in REQUIRED_COLUMNS:
-        if values[column] == "":
-            raise RowError(column, "required value is blank")
+    require(values, REQUIRED_COLUMNS)
     submission = number(values["submission_time"], "submission_time")
     if submission < 0:
         raise RowError("submission_time", f"{values['submission_time']!r} must be >= 0")

@@ -40,6 +40,7 @@ from crius_gym.workload.formats.records import (
     csv_rows,
     number,
     positive_int,
+    require,
 )
 from crius_gym.workload.models import ModelCatalog
 
@@ -58,9 +59,7 @@ OPTIONAL_COLUMNS = (
 
 
 def _record(line: int, v: dict[str, str], models: ModelCatalog, gpus: GPUCatalog) -> TraceRecord:
-    for column in REQUIRED_COLUMNS:
-        if v[column] == "":
-            raise RowError(column, "required value is blank")
+    require(v, REQUIRED_COLUMNS)
     arrival = number(v["arrival_s"], "arrival_s")
     if arrival < 0:
         raise RowError("arrival_s", f"{v['arrival_s']!r} must be >= 0")
@@ -127,8 +126,5 @@ def read_generic_csv(
     path = Path(path)
     out = RecordCollector(path)
     for line, values in csv_rows(path, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, out):
-        try:
-            out.add(_record(line, values, models, gpus))
-        except RowError as exc:
-            out.skip(line, str(exc))
+        out.add_parsed(line, _record, values, models, gpus)
     return out.finish(name or path.stem, FORMAT)

@@ -29,6 +29,7 @@ from crius_gym.workload.formats.records import (
     TraceRecord,
     csv_rows,
     number,
+    require,
     timestamp_s,
 )
 
@@ -50,9 +51,7 @@ def _seconds(text: str, field: str) -> float:
 
 
 def _record(line: int, v: dict[str, str]) -> TraceRecord:
-    for column in REQUIRED_COLUMNS:
-        if v[column] == "":
-            raise RowError(column, "required value is blank")
+    require(v, REQUIRED_COLUMNS)
     gpus = number(v["gpu_num"], "gpu_num")
     if gpus < 0 or not gpus.is_integer():
         raise RowError("gpu_num", f"{v['gpu_num']!r} must be an integer >= 0")
@@ -86,9 +85,6 @@ def read_helios_log(path: str | Path, name: str | None = None) -> RecordSet:
     path = Path(path)
     out = RecordCollector(path)
     for line, values in csv_rows(path, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, out):
-        try:
-            out.add(_record(line, values))
-        except RowError as exc:
-            out.skip(line, str(exc))
+        out.add_parsed(line, _record, values)
     default = path.parent.name if path.name == "cluster_log.csv" and path.parent.name else path.stem
     return out.finish(name or default, FORMAT)

@@ -115,6 +115,32 @@ def _task_gpus(path: Path) -> dict[str, tuple[int, str | None] | str]:
     return out
 
 
+def _job_record(
+    line: int, v: dict[str, str], tasks: dict[str, tuple[int, str | None] | str], tasks_name: str
+) -> TraceRecord:
+    job = v["job_name"]
+    if not job:
+        raise RowError("job_name", "blank")
+    for field in ("start_time", "end_time"):
+        if not v[field]:
+            raise RowError(field, "blank (the job had not ended when the trace was cut)")
+    start = number(v["start_time"], "start_time")
+    end = number(v["end_time"], "end_time")
+    if end <= start:
+        raise RowError("end_time", f"run time {end - start:g} s is not positive")
+    found = tasks.get(job)
+    if found is None:
+        raise RowError("job_name", f"{job!r} has no task in {tasks_name}")
+    if isinstance(found, str):
+        raise RowError("task", found)
+    gpus, kind = found
+    if gpus == 0:
+        raise RowError("plan_gpu", "no GPU in any task (a CPU job)")
+    return TraceRecord(
+        line=line, job_id=job, arrival_s=start, num_gpus=gpus, duration_s=end - start, gpu_type=kind
+    )
+
+
 def read_pai_tables(
     job_table: str | Path, task_table: str | Path | None = None, name: str | None = None
 ) -> RecordSet:
@@ -139,35 +165,5 @@ def read_pai_tables(
     tasks = _task_gpus(tasks_path)
     out = RecordCollector(job_table)
     for line, v in _rows(job_table, JOB_COLUMNS, out):
-        try:
-            job = v["job_name"]
-            if not job:
-                raise RowError("job_name", "blank")
-            for field in ("start_time", "end_time"):
-                if not v[field]:
-                    raise RowError(field, "blank (the job had not ended when the trace was cut)")
-            start = number(v["start_time"], "start_time")
-            end = number(v["end_time"], "end_time")
-            if end <= start:
-                raise RowError("end_time", f"run time {end - start:g} s is not positive")
-            found = tasks.get(job)
-            if found is None:
-                raise RowError("job_name", f"{job!r} has no task in {tasks_path.name}")
-            if isinstance(found, str):
-                raise RowError("task", found)
-            gpus, kind = found
-            if gpus == 0:
-                raise RowError("plan_gpu", "no GPU in any task (a CPU job)")
-            out.add(
-                TraceRecord(
-                    line=line,
-                    job_id=job,
-                    arrival_s=start,
-                    num_gpus=gpus,
-                    duration_s=end - start,
-                    gpu_type=kind,
-                )
-            )
-        except RowError as exc:
-            out.skip(line, str(exc))
+        out.add_parsed(line, _job_record, v, tasks, tasks_path.name)
     return out.finish(name or job_table.stem, FORMAT)

@@ -100,8 +100,5 @@ def read_philly_job_log(path: str | Path, name: str | None = None) -> RecordSet:
         raise InputFileError(path, f"expected a JSON list of jobs, got {type(entries).__name__}")
     out = RecordCollector(path)
     for position, entry in enumerate(entries, start=1):
-        try:
-            out.add(_record(position, entry))
-        except RowError as exc:
-            out.skip(position, str(exc))
+        out.add_parsed(position, _record, entry)
     return out.finish(name or path.stem, FORMAT)

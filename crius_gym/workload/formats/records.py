@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from crius_gym.errors import InputFileError, utf8_text
 from crius_gym.workload.job import TraceIssue
@@ -85,6 +86,13 @@ class RecordSet:
     records: tuple[TraceRecord, ...]
     skipped: tuple[TraceIssue, ...]
     source_format: str
+
+
+def require(values: dict[str, str], columns: Iterable[str]) -> None:
+    """:class:`RowError` naming the first of ``columns`` whose value is blank in this row."""
+    for column in columns:
+        if values[column] == "":
+            raise RowError(column, "required value is blank")
 
 
 def number(text: str, field: str) -> float:
@@ -158,6 +166,15 @@ class RecordCollector:
         """Keep a record, or skip it when its id was seen before."""
         if self.claim(record.line, record.job_id):
             self.records.append(record)
+
+    def add_parsed(self, line: int, parse: Callable[..., TraceRecord], *args: Any) -> None:
+        """Keep the record ``parse(line, *args)`` builds, or skip the row with its RowError."""
+        try:
+            record = parse(line, *args)
+        except RowError as exc:
+            self.skip(line, str(exc))
+            return
+        self.add(record)
 
     def finish(self, name: str, source_format: str) -> RecordSet:
         """The record set.
