@@ -23,7 +23,7 @@ import yaml
 
 from crius_gym.atomic import atomic_write_text
 from crius_gym.cli import add_data_dir_option, run_main
-from crius_gym.errors import CriusGymError, RunStateError
+from crius_gym.errors import CriusGymError, InputFileError, RunStateError
 from crius_gym.perf.calibration import Calibration, GPUCalibration, load_calibrations
 from crius_gym.perf.fit import fit_calibration, prior_calibration
 from crius_gym.perf.framework import get_framework, load_frameworks
@@ -77,8 +77,19 @@ def main() -> None:
     rows = load_measurements(args.measurements, args.data_dir)
     out: dict[str, object] = {}
     lines = []
+    profiles = load_frameworks()
     for fw_name in sorted({m.framework for m in rows}):
         cal_rows = [m for m in rows if m.framework == fw_name and m.split == "calibration"]
+        lender = profiles[fw_name].calibration
+        if cal_rows and lender != fw_name:
+            first = cal_rows[0]
+            raise InputFileError(
+                first.source_file,
+                f"framework {fw_name} uses the calibration of {lender} "
+                "(crius_gym/data/frameworks.yaml); its rows can only be held out",
+                row=first.line,
+                field="split",
+            )
         if not cal_rows:
             print(f"{fw_name}: no calibration rows, skipped")
             continue
@@ -102,7 +113,8 @@ def main() -> None:
     # Frameworks without calibration rows keep the packaged constants, so the file still
     # serves every scenario (a partial file would break the scenarios of the others).
     packaged = load_calibrations()
-    for fw_name in sorted(set(load_frameworks()) - set(out)):
+    own = {name for name, p in profiles.items() if p.calibration == name}
+    for fw_name in sorted(own - set(out)):
         out[fw_name] = packaged[fw_name].to_dict()
         line = f"{fw_name}: no calibration rows; the packaged constants are kept"
         print(line)
@@ -112,7 +124,8 @@ def main() -> None:
             "# Estimator calibration constants (see crius_gym/perf/calibration.py).",
             f"# {prov.markdown()}",
             "# Fitted on the rows whose split is 'calibration' (Arena: alternate rows within each",
-            "# (GPU type, model family) stratum in file order; Megatron-LM: Table 1 rows 1-5).",
+            "# (GPU type, model family) stratum in file order; Megatron-LM: alternate Table 1",
+            "# rows, 1.7B, 7.5B, 39.1B, 145.6B, 529.6B). megatron-deepspeed uses megatron's.",
             "# default_gpu: median of the fitted GPU types, for GPU types without measurements.",
             *[f"# {x}" for x in lines],
             "",

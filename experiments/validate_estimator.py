@@ -380,7 +380,7 @@ def main() -> None:
     target_rows = []
     verdicts = []
     holdout = df[df["split"] == "holdout"]
-    pub = df[(df["dataset"] == "published") & (df["framework"] == "megatron")]
+    pub = df[(df["dataset"] == "published") & (df["framework"] != "alpa")]
     for label, rows, key in (
         ("Arena held-out MAPE", holdout[holdout["dataset"] == "arena"], "arena_holdout_mape"),
         (

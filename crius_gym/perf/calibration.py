@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
+from crius_gym.perf.framework import load_frameworks
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,15 @@ def load_calibrations(path: str | None = None) -> dict[str, Calibration]:
 
 
 def get_calibration(framework: str, path: str | None = None) -> Calibration:
-    """Return the calibration of ``framework``."""
+    """Return the calibration of ``framework``.
+
+    A framework profile that runs another framework's kernels (its ``calibration`` field, e.g.
+    Megatron-DeepSpeed → ``megatron``) gets that framework's constants.
+    """
     cals = load_calibrations(path)
+    profiles = load_frameworks()
+    key = profiles[framework].calibration if framework in profiles else framework
     try:
-        return cals[framework]
+        return cals[key]
     except KeyError:
-        raise UnknownNameError("calibrated framework", framework, cals) from None
+        raise UnknownNameError("calibrated framework", key, cals) from None

@@ -397,7 +397,7 @@ class Estimator:
         nodes_per_stage = max(1, q // g)
         gpus_of_stage_per_node = min(q, g)
         passes = 3.0 + (1.0 if rc else 0.0)
-        grad_bytes = 4.0 if (fw.fp32_main_grads and nbytes < 4) else float(nbytes)
+        grad_bytes = fw.gradient_bytes(model.dtype, nbytes)
         opt_bytes = optimizer_state_bytes(model.optimizer, nbytes)
         opt_step = OPTIMIZER_STEP_BYTES[model.optimizer]
         hbm = gpu.hbm_gbps * 1e9

@@ -110,8 +110,7 @@ def default_parameters(framework: str, rows: Sequence[Measurement]) -> list[Para
     params: list[Parameter] = []
     for g in gpus:
         params.append(Parameter(f"{g}.eta_max", 0.45, 0.02, 1.2))
-        if framework == "alpa":  # Megatron's per-layer GEMMs are large: the curve is flat
-            params.append(Parameter(f"{g}.work_half_gflop", 20.0, 0.01, 5000.0))
+        params.append(Parameter(f"{g}.work_half_gflop", 20.0, 0.01, 5000.0))
         if g in multi:
             params.append(Parameter(f"{g}.inter_node_efficiency", 0.3, 0.01, 1.0))
     params.append(Parameter("intra_link_efficiency", 0.5, 0.02, 1.0))

@@ -19,7 +19,10 @@ class FrameworkProfile:
     """Structural facts about one training framework.
 
     Attributes:
-        name: ``alpa`` or ``megatron``.
+        name: the profile's name (``alpa``, ``megatron``, ``megatron-deepspeed``).
+        calibration: the framework whose fitted constants this profile uses (empty or its own
+            name unless it runs another framework's kernels: Megatron-DeepSpeed uses
+            Megatron-LM's).
         microbatches: fixed microbatch count per iteration, or None to search microbatch sizes.
         microbatch_sizes: per-replica microbatch sizes searched when ``microbatches`` is None.
         recompute_options: activation recomputation modes the plan search tries.
@@ -31,7 +34,9 @@ class FrameworkProfile:
         distributed_optimizer_options: whether optimizer states are split over the
             data-parallel ranks (Megatron-LM's distributed optimizer, ZeRO-1-like), as the plan
             search tries it: Alpa always shards them (``prefer_reduce_scatter``).
-        fp32_main_grads: gradients are accumulated in fp32 (4 bytes/param) for 16-bit models.
+        fp32_grad_dtypes: the 16-bit model dtypes whose gradients are accumulated and
+            all-reduced in fp32 (4 bytes/param); the others keep gradients in the model's dtype.
+            YAML key ``fp32_main_grads``: ``true`` (fp16 and bf16), ``false`` or a list.
         usable_memory_fraction: fraction of device memory a plan may use.
         memory_overhead_gb: framework/context memory per GPU, GB.
         partition: ``balanced`` (stages of equal FLOPs over layer clusters) or ``even_layers``
@@ -50,7 +55,7 @@ class FrameworkProfile:
     recompute_options: tuple[Recompute, ...]
     max_interleave: int
     distributed_optimizer_options: tuple[bool, ...]
-    fp32_main_grads: bool
+    fp32_grad_dtypes: tuple[str, ...]
     usable_memory_fraction: float
     memory_overhead_gb: float
     partition: Literal["balanced", "even_layers"]
@@ -58,6 +63,7 @@ class FrameworkProfile:
     dp_overlap: float = 0.0
     efficiency_work: Literal["stage", "layer"] = "stage"
     sequence_parallel_options: tuple[bool, ...] = (False,)
+    calibration: str = ""
 
     def __post_init__(self) -> None:
         if self.microbatches is None and not self.microbatch_sizes:
@@ -83,9 +89,26 @@ class FrameworkProfile:
             raise ConfigError(f"framework {self.name}: efficiency_work must be stage or layer")
         if not 0 <= self.dp_overlap <= 1:
             raise ConfigError(f"framework {self.name}: dp_overlap must be in [0, 1]")
+        bad_dtypes = [x for x in self.fp32_grad_dtypes if x not in ("fp16", "bf16")]
+        if bad_dtypes:
+            raise ConfigError(f"framework {self.name}: fp32_main_grads {bad_dtypes} not 16-bit")
+        if not self.calibration:  # frozen: the default is filled in once, here
+            object.__setattr__(self, "calibration", self.name)
 
     def __hash__(self) -> int:
         return hash(self.name)
+
+    def gradient_bytes(self, dtype: str, dtype_bytes: int) -> float:
+        """Bytes per parameter of a gradient (as held and as all-reduced)."""
+        return 4.0 if dtype_bytes < 4 and dtype in self.fp32_grad_dtypes else float(dtype_bytes)
+
+
+def _grad_dtypes(value: Any) -> tuple[str, ...]:
+    if isinstance(value, bool):
+        return ("fp16", "bf16") if value else ()
+    if isinstance(value, list):
+        return tuple(str(x) for x in value)
+    raise ConfigError(f"fp32_main_grads must be true, false or a list of dtypes, not {value!r}")
 
 
 def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
@@ -99,7 +122,7 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         distributed_optimizer_options=tuple(
             bool(x) for x in entry["distributed_optimizer_options"]
         ),
-        fp32_main_grads=bool(entry["fp32_main_grads"]),
+        fp32_grad_dtypes=_grad_dtypes(entry["fp32_main_grads"]),
         usable_memory_fraction=float(entry["usable_memory_fraction"]),
         memory_overhead_gb=float(entry["memory_overhead_gb"]),
         partition=entry["partition"],
@@ -109,6 +132,7 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         sequence_parallel_options=tuple(
             bool(x) for x in entry.get("sequence_parallel_options", [False])
         ),
+        calibration=str(entry.get("calibration", name)),
     )
 
 

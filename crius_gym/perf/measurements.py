@@ -22,7 +22,8 @@ activation_recompute,     ``sequence_parallel``, ``distributed_optimizer``: ``tr
 interleave,
 sequence_parallel,
 distributed_optimizer
-framework                 ``alpa`` or ``megatron`` (required)
+framework                 ``alpa``, ``megatron`` or ``megatron-deepspeed`` (required; the
+                          profiles of ``data/frameworks.yaml``)
 measured_iter_time_s      seconds; blank when status is ``oom`` or ``failed``
 status                    ``ok``, ``oom`` or ``failed`` (blank = ``ok``)
 split                     ``calibration`` or ``holdout`` (blank = ``holdout``)
@@ -44,6 +45,7 @@ from typing import Literal
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
+from crius_gym.perf.framework import load_frameworks
 from crius_gym.perf.plan import Layout, Recompute
 from crius_gym.workload.models import FAMILIES, ModelSpec, build_model
 
@@ -113,7 +115,7 @@ class Measurement:
         global_batch: samples per iteration.
         gpu_type: canonical GPU name.
         layout: nodes × GPUs per node.
-        framework: ``alpa`` or ``megatron``.
+        framework: a profile of ``data/frameworks.yaml`` (``alpa``, ``megatron``, …).
         tensor_parallel: fixed TP degree or None (searched).
         pipeline_parallel: fixed stage count or None (searched).
         microbatch_size: fixed per-replica microbatch size or None.
@@ -295,9 +297,13 @@ def parse_measurement_row(
     except UnknownNameError as exc:
         raise InputFileError(path, str(exc), row=line, field="inter_link") from exc
     framework = row["framework"].strip()
-    if framework not in ("alpa", "megatron"):
+    known = load_frameworks()
+    if framework not in known:
         raise InputFileError(
-            path, f"framework {framework!r} not in alpa/megatron", row=line, field="framework"
+            path,
+            f"framework {framework!r} not in {'/'.join(sorted(known))}",
+            row=line,
+            field="framework",
         )
     return Measurement(
         line=line,
@@ -425,16 +431,17 @@ def convert_arena(measured_csv: str | Path, model_configs_csv: str | Path) -> li
     return out
 
 
-def convert_megatron_table1(
-    table_csv: str | Path, calibration_rows: int = 5
-) -> list[dict[str, str]]:
+def convert_megatron_table1(table_csv: str | Path) -> list[dict[str, str]]:
     """Rows of Megatron-LM Table 1 (``megatron_table1.csv``) in the schema.
 
     The iteration time is the file's ``iter_time_s_derived`` (Eq. 3 FLOPs / achieved FLOP/s).
     Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation, no
     sequence parallelism and no distributed optimizer (both came later); the microbatch size
-    and interleaving are not published and are searched.  Split: the first
-    ``calibration_rows`` rows (1.7B–39.1B) calibrate, the rest are held out.
+    and interleaving are not published and are searched.  Split: alternate rows, the first,
+    third, … (1.7B, 7.5B, 39.1B, 145.6B, 529.6B) calibrate and the others are held out. The
+    first five rows alone keep h²/t nearly constant (4.2–8.4·10⁶), so they cannot identify how
+    efficiency grows with the per-GPU GEMM size; alternate rows span 1.7B–1T in both halves,
+    as the Arena table's alternate split does.
     """
     out = []
     for i, r in enumerate(_read_csv(table_csv)):
@@ -461,7 +468,7 @@ def convert_megatron_table1(
                 "framework": "megatron",
                 "measured_iter_time_s": r["iter_time_s_derived"],
                 "status": "ok",
-                "split": "calibration" if i < calibration_rows else "holdout",
+                "split": "calibration" if i % 2 == 0 else "holdout",
                 "inter_link": "ib-hdr",
                 "nics_per_node": "8",
                 "source": "megatron_table1.csv",

@@ -169,7 +169,7 @@ class Tuner:
         costs = model_costs(model)
         fw = self.estimator.framework
         nbytes = costs.dtype_bytes
-        grad = 4.0 if (fw.fp32_main_grads and nbytes < 4) else float(nbytes)
+        grad = fw.gradient_bytes(model.dtype, nbytes)
         opt = optimizer_state_bytes(model.optimizer, nbytes)
         return costs.params * (nbytes + grad + opt) / num_gpus
 

@@ -28,7 +28,8 @@ def prediction_table(
     predicted vs measured), ``unsupported`` (why the estimator cannot model the row's fixed
     plan, e.g. tensor parallelism across nodes; blank otherwise) and the derived grouping
     columns ``num_gpus``, ``multi_node``, ``dataset`` (``arena``, ``megatron`` — Table 1 or
-    any other Megatron-LM file — or ``published`` for the packaged published runs).
+    any other Megatron-LM or Megatron-DeepSpeed file — or ``published`` for the packaged
+    published runs).
     """
     records = []
     for m in measurements:
@@ -43,7 +44,7 @@ def prediction_table(
         if Path(m.source_file).name == PUBLISHED_RUNS:
             rec["dataset"] = "published"
         else:
-            rec["dataset"] = "megatron" if m.framework == "megatron" else "arena"
+            rec["dataset"] = "arena" if m.framework == "alpa" else "megatron"
         # The estimator keeps tensor parallelism inside a node (its all-reduces are priced on
         # the intra-node link): a fixed wider TP degree is outside the model, not an OOM.
         tp_across = m.tensor_parallel is not None and m.tensor_parallel > m.layout.gpus_per_node

@@ -170,3 +170,31 @@ def test_validate_without_optional_columns(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "no scatter plot" in (tmp_path / "o" / "estimator_validation.md").read_text()
+
+
+def test_calibration_rows_of_a_borrowing_framework_are_refused(tmp_path):
+    """megatron-deepspeed uses Megatron-LM's constants: a row asking to fit it names itself."""
+    rows = [
+        {
+            **ROW,
+            "model_family": "gpt",
+            "framework": "megatron-deepspeed",
+            "gpu_type": "a100-80gb",
+            "num_nodes": "1",
+            "gpus_per_node": "8",
+            "measured_iter_time_s": "2.0",
+            "split": "calibration",
+        }
+    ]
+    path = tmp_path / "ds.csv"
+    write_measurements_csv(rows, path)
+    out = run(
+        "experiments/calibrate_estimator.py",
+        "--measurements",
+        str(path),
+        "--out",
+        str(tmp_path / "cal.yaml"),
+    )
+    assert out.returncode != 0 and not (tmp_path / "cal.yaml").exists()
+    assert "ds.csv" in out.stderr and "line 2" in out.stderr and "split" in out.stderr
+    assert "calibration of megatron" in out.stderr

@@ -19,6 +19,7 @@ from crius_gym.workload.models import build_model
 
 MEGATRON = Estimator(get_framework("megatron"), get_calibration("megatron"))
 ALPA = Estimator(get_framework("alpa"), get_calibration("alpa"))
+MEGATRON_DS = Estimator(get_framework("megatron-deepspeed"), get_calibration("megatron-deepspeed"))
 DGX = build_cluster(
     [{"gpu": "a100-80gb", "nodes": 128, "gpus_per_node": 8, "nics_per_node": 8}]
 ).groups[0]
@@ -94,7 +95,9 @@ def test_fixed_plan_columns_outside_the_search_options_are_priced():
 def test_published_large_runs_are_feasible():
     rows = load_published_runs()
     assert len(rows) >= 100 and all(m.split == "holdout" for m in rows)
-    df = prediction_table(rows, {"megatron": MEGATRON, "alpa": ALPA})
+    df = prediction_table(
+        rows, {"megatron": MEGATRON, "megatron-deepspeed": MEGATRON_DS, "alpa": ALPA}
+    )
     modelled = df[df["unsupported"] == ""]
     missing = modelled[modelled["predicted_iter_time_s"].isna()]
     assert missing.empty, missing[["source", "model_name"]].to_string()
