@@ -25,6 +25,7 @@ import functools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.perf.calibration import Calibration
@@ -40,6 +41,9 @@ from crius_gym.perf.plan import (
     Recompute,
 )
 from crius_gym.workload.models import ModelSpec, MoESpec, TransformerSpec
+
+#: Recomputation modes from the least to the most re-run work (time order at equal plan).
+_RECOMPUTE_BY_TIME: tuple[Recompute, ...] = ("none", "selective", "full")
 
 #: Bytes of memory traffic per locally held parameter in one optimizer step.
 OPTIMIZER_STEP_BYTES = {"adamw": 28.0, "adafactor": 14.0, "sgd_momentum": 20.0}
@@ -93,6 +97,38 @@ class StageCosts:
     layers: int
     flops_core: float = 0.0
     act_core: float = 0.0
+
+
+class PlanChain(NamedTuple):
+    """Plans that differ only in recomputation and sequence parallelism, fastest first.
+
+    Attributes:
+        stages, data, tensor, microbatches, interleave, distributed_optimizer: the shared
+            plan dimensions.
+        variants: (recompute, sequence parallel) of each plan, in non-decreasing time order.
+    """
+
+    stages: int
+    data: int
+    tensor: int
+    microbatches: int
+    interleave: int
+    distributed_optimizer: bool
+    variants: tuple[tuple[Recompute, bool], ...]
+
+    def plans(self) -> Iterator[Plan]:
+        """The chain's plans, built one at a time (a search usually stops at the first)."""
+        for rc, sp in self.variants:
+            yield Plan(
+                self.stages,
+                self.data,
+                self.tensor,
+                self.microbatches,
+                rc,
+                self.interleave,
+                sp,
+                self.distributed_optimizer,
+            )
 
 
 def stored_activation_bytes(
@@ -275,6 +311,49 @@ class Estimator:
                 a node and inside the GPUs the layout holds on it).
             constraints: fixed plan dimensions (None: all searched).
         """
+        for chain in self._plan_chains(
+            model, global_batch, layout, stages, gpus_per_node_cap, constraints, prune=False
+        ):
+            yield from chain.plans()
+
+    def count_plans(
+        self,
+        model: ModelSpec,
+        global_batch: int,
+        layout: Layout,
+        stages: int,
+        gpus_per_node_cap: int,
+    ) -> int:
+        """How many plans :meth:`plans` gives (without building them)."""
+        return sum(
+            len(c.variants)
+            for c in self._plan_chains(
+                model, global_batch, layout, stages, gpus_per_node_cap, None, prune=False
+            )
+        )
+
+    def _plan_chains(
+        self,
+        model: ModelSpec,
+        global_batch: int,
+        layout: Layout,
+        stages: int,
+        gpus_per_node_cap: int,
+        constraints: PlanConstraints | None,
+        *,
+        prune: bool,
+    ) -> Iterator[PlanChain]:
+        """The plans of :meth:`plans` in dominance chains, for a search to stop early.
+
+        A chain shares (p, d, t, m, v, distributed optimizer) and is ordered by non-decreasing
+        iteration time: recomputation ``none``, ``selective``, ``full`` (each re-runs more),
+        sequence parallelism off before on (it changes memory, not time). So the first
+        memory-feasible plan of a chain is its fastest, and a search prices no further.
+
+        With ``prune``, a plan without the distributed optimizer is left out when d > 1 and the
+        framework may shard: sharding only removes optimizer-step time and memory, so the
+        sharded twin is at least as fast and fits whenever the plan would.
+        """
         cons = constraints or PlanConstraints()
         n = layout.num_gpus
         if stages < 1 or n % stages:
@@ -286,11 +365,13 @@ class Estimator:
             return
         fw = self.framework
         recompute = (cons.recompute,) if cons.recompute is not None else fw.recompute_options
+        recompute = tuple(r for r in _RECOMPUTE_BY_TIME if r in recompute)
         seq_par = (
             (cons.sequence_parallel,)
             if cons.sequence_parallel is not None
             else fw.sequence_parallel_options
         )
+        seq_par = tuple(sorted(set(seq_par)))  # off first
         dist_opt = (
             (cons.distributed_optimizer,)
             if cons.distributed_optimizer is not None
@@ -305,23 +386,23 @@ class Estimator:
                 t *= 2
                 continue
             d = q // t
+            variants = tuple((rc, sp) for rc in recompute for sp in seq_par if not (sp and t == 1))
             for m, b in self._microbatching(global_batch, d, cons.microbatch_size):
                 if (
                     isinstance(model, MoESpec)
                     and b * d * model.seq_len < d * model.expert_group_size
                 ):
                     continue  # fewer routing groups than data-parallel ranks
-                for rc in recompute:
-                    for v in interleave:
-                        if v > 1 and m % stages:
-                            continue  # interleaving needs whole rounds of microbatches
-                        for sp in seq_par:
-                            if sp and t == 1:
-                                continue
-                            for do in dist_opt:
-                                if do and d == 1 and len(dist_opt) > 1:
-                                    continue  # nothing to shard over: the same plan twice
-                                yield Plan(stages, d, t, m, rc, v, sp, do)
+                for v in interleave:
+                    if v > 1 and m % stages:
+                        continue  # interleaving needs whole rounds of microbatches
+                    for do in dist_opt:
+                        if do and d == 1 and len(dist_opt) > 1:
+                            continue  # nothing to shard over: the same plan twice
+                        if prune and not do and d > 1 and True in dist_opt:
+                            continue  # its sharded twin dominates it
+                        if variants:
+                            yield PlanChain(stages, d, t, m, v, do, variants)
             t *= 2
 
     def _interleavings(self, model: ModelSpec, stages: int, fixed: int | None) -> list[int]:
@@ -503,8 +584,10 @@ class Estimator:
         Returns:
             (best estimate or None when no plan fits, number of plans priced).
         """
-        plans = self.plans(model, global_batch, cell.layout, cell.stages, group.gpus_per_node)
-        return self._fastest(model, global_batch, group, cell.layout, plans)
+        chains = self._plan_chains(
+            model, global_batch, cell.layout, cell.stages, group.gpus_per_node, None, prune=True
+        )
+        return self._fastest(model, global_batch, group, cell.layout, chains)
 
     def _fastest(
         self,
@@ -512,18 +595,26 @@ class Estimator:
         global_batch: int,
         group: NodeGroup,
         layout: Layout,
-        plans: Iterable[Plan],
+        chains: Iterable[PlanChain | list[Plan]],
     ) -> tuple[PlanEstimate | None, int]:
-        """The fastest memory-feasible of ``plans`` and how many were priced."""
+        """The fastest memory-feasible plan of ``chains`` and how many plans were priced.
+
+        Each chain is priced up to its first feasible plan (its fastest; see
+        :meth:`_plan_chains`); ties keep the plan met first.
+        """
         best: PlanEstimate | None = None
         count = 0
-        for plan in plans:
-            est = self.estimate(model, global_batch, group, layout, plan)
-            count += 1
-            if est is None or not est.feasible:
-                continue
-            if best is None or est.iter_time_s < best.iter_time_s:
-                best = est
+        for chain in chains:
+            for plan in chain.plans() if isinstance(chain, PlanChain) else chain:
+                est = self.estimate(model, global_batch, group, layout, plan)
+                count += 1
+                if est is None:
+                    break  # the model cannot be cut into these stages
+                if not est.feasible:
+                    continue
+                if best is None or est.iter_time_s < best.iter_time_s:
+                    best = est
+                break
         return best, count
 
     def cell_estimate(
@@ -558,10 +649,11 @@ class Estimator:
             stage_options = [
                 1 << k for k in range(layout.num_gpus.bit_length()) if (1 << k) <= layout.num_gpus
             ]
-        plans = (
-            plan
+        chains = (
+            [plan for plan in chain.plans() if cons.admits(plan, global_batch)]
             for stages in stage_options
-            for plan in self.plans(model, global_batch, layout, stages, group.gpus_per_node, cons)
-            if cons.admits(plan, global_batch)
+            for chain in self._plan_chains(
+                model, global_batch, layout, stages, group.gpus_per_node, cons, prune=True
+            )
         )
-        return self._fastest(model, global_batch, group, layout, plans)
+        return self._fastest(model, global_batch, group, layout, chains)

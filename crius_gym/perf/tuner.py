@@ -278,11 +278,8 @@ class Tuner:
         return TunerResult(model=model, global_batch=batch, candidates=tuple(kept), stats=stats)
 
     def _plans_count(self, model: ModelSpec, batch: int, group: NodeGroup, cell: Cell) -> int:
-        return sum(
-            1
-            for _ in self.estimator.plans(
-                model, batch, cell.layout, cell.stages, group.gpus_per_node
-            )
+        return self.estimator.count_plans(
+            model, batch, cell.layout, cell.stages, group.gpus_per_node
         )
 
     def _joint_count(self, model: ModelSpec, layout: Layout, group: NodeGroup) -> int:

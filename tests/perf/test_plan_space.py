@@ -106,3 +106,48 @@ def test_published_large_runs_are_feasible():
     outside = df[df["unsupported"] != ""]
     assert (outside["tensor_parallel"].astype(int) > outside["gpus_per_node"].astype(int)).all()
     assert not math.isnan(df["error_pct"].abs().mean())
+
+
+def _exhaustive_best(est, model, batch, group, cell):
+    """The fastest feasible plan of ``plans()``, every plan priced (the search's reference)."""
+    best = None
+    for plan in est.plans(model, batch, cell.layout, cell.stages, group.gpus_per_node):
+        e = est.estimate(model, batch, group, cell.layout, plan)
+        if e is not None and e.feasible and (best is None or e.iter_time_s < best.iter_time_s):
+            best = e
+    return best
+
+
+@pytest.mark.parametrize("framework", ["megatron", "megatron-deepspeed"])
+@pytest.mark.parametrize(
+    ("name", "batch"), [("gpt-3.6b", 512), ("bert-1.3b", 256), ("moe-1.3b", 512)]
+)
+def test_chained_search_finds_the_exhaustive_best(framework, name, batch):
+    """Dominance chains (recompute none < selective < full, SP off = on in time, the sharded
+    optimizer over the unsharded one) change how many plans are priced, never the answer."""
+    from crius_gym.perf.cell import Cell
+    from crius_gym.workload.models import load_model_catalog
+
+    est = Estimator(get_framework(framework), get_calibration(framework))
+    if name == "gpt-3.6b":
+        values = {"hidden_size": 3072, "num_heads": 32, "num_layers": 30, "seq_len": 2048}
+        model = build_model(name, "gpt", {**values, "vocab_size": 51200, "dtype": "fp16"})
+    else:
+        model = load_model_catalog().get(name)
+    group = build_cluster([{"gpu": "a100-80gb", "nodes": 4, "gpus_per_node": 8}]).groups[0]
+    checked = 0
+    for layout in (Layout(1, 2), Layout(1, 8), Layout(2, 8), Layout(4, 8)):
+        for stages in (1, 2, 4, 8):
+            cell = Cell(gpu_type="a100-80gb", layout=layout, stages=stages)
+            if layout.num_gpus % stages:
+                continue
+            best, priced = est.best_plan(model, batch, group, cell)
+            ref = _exhaustive_best(est, model, batch, group, cell)
+            total = est.count_plans(model, batch, layout, stages, group.gpus_per_node)
+            assert priced <= total
+            if ref is None:
+                assert best is None
+                continue
+            assert best is not None and best.iter_time_s == ref.iter_time_s
+            checked += 1
+    assert checked >= 8
