@@ -12,7 +12,8 @@ Sections (--sections, default all):
   env    env steps/s with random masked actions on hetero-64, with the guide and without
   ppo    end-to-end training decisions/s on the default mixture: the default (vine) agent, and
          the per-sequence-baseline and GAE configurations
-  tuner  time to tune a new (model, batch) on the 4-type 1,280-GPU cluster, cache hit rate
+  tuner  time to tune a new (model, batch) on the 4-type 1,280-GPU cluster, cache hit rate;
+         the same in the Megatron-LM plan space, and one GPT-3 175B Cell of 1,024 A100 80 GB
   scale  a synthetic 20,000-job trace on a 6,400-GPU four-type cluster (fcfs, crius), and
          jobs/s at 1x, 4x and 16x cluster and trace size
   overload  a synthetic 50,000-job trace at Philly's arrival rate on crius-sim-1280 (no load
@@ -246,6 +247,34 @@ def tuner_time(scenario: str) -> Callable[[], dict[str, Any]]:
     return fn
 
 
+def megatron_tuner_time(case: str) -> Callable[[], dict[str, Any]]:
+    """The tuner in the Megatron-LM plan space.
+
+    ``cold``: every Arena job on the 4-type cluster; ``175b``: one GPT-3 175B Cell of 1,024
+    A100 80 GB, every stage count.
+    """
+
+    def fn() -> dict[str, Any]:
+        from crius_gym.perf.calibration import get_calibration
+        from crius_gym.perf.estimator import Estimator
+        from crius_gym.perf.framework import get_framework
+        from crius_gym.perf.tuner_timing import ARENA_JOBS, cold_tune_ms, large_cell_search
+
+        est = Estimator(get_framework("megatron"), get_calibration("megatron"))
+        if case == "175b":
+            seconds, priced, _ = large_cell_search(est, 1)
+            return {"jobs": 1, "tune_median_ms": seconds * 1000, "plans_priced": priced}
+        a = np.asarray(cold_tune_ms(est, 1))
+        return {
+            "jobs": len(ARENA_JOBS),
+            "tune_median_ms": float(np.median(a)),
+            "tune_p90_ms": float(np.percentile(a, 90)),
+            "tune_max_ms": float(a.max()),
+        }
+
+    return fn
+
+
 # ---------------------------------------------------------------------------- driver
 def measure(
     label: dict[str, Any], fn: Callable[[], dict[str, Any]], repeats: int
@@ -322,6 +351,11 @@ def main() -> None:
                 args.repeats,
             )
         )
+        if not q:  # the Megatron-LM plan space (the estimator's, not a scenario's)
+            for case, label in (("cold", "cold, Megatron-LM plan space"), ("175b", "175B Cell")):
+                rows.append(
+                    measure({"section": "tuner", "case": label}, megatron_tuner_time(case), 1)
+                )
     if "scale" in args.sections:
         print("scale: synthetic traces on large clusters", flush=True)
         for policy in ("fcfs", "crius"):

@@ -32,11 +32,11 @@ from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import get_framework
 from crius_gym.perf.measurements import load_measurements, load_published_runs
-from crius_gym.perf.plan import Layout
 from crius_gym.perf.tuner import Tuner, TunerConfig
+from crius_gym.perf.tuner_timing import ARENA_JOBS, SIM_CLUSTER, cold_tune_ms, large_cell_search
 from crius_gym.perf.validation import error_summary, oom_agreement, prediction_table
 from crius_gym.provenance import Provenance
-from crius_gym.workload.models import build_model, load_model_catalog
+from crius_gym.workload.models import load_model_catalog
 
 TARGETS = {
     "arena_holdout_mape": 12.0,  # issue 12 (issue 2: 15%)
@@ -45,23 +45,6 @@ TARGETS = {
     "published_mape": 10.0,  # Megatron-style published runs outside the fit (issue 12)
     "wide_resnet_holdout_mape": 15.0,  # issue 12
 }
-#: The Crius paper's simulated cluster (Arena sim_cluster_spec.json): four GPU types.
-SIM_CLUSTER = [
-    {"gpu": "a100", "nodes": 80, "gpus_per_node": 4},
-    {"gpu": "v100", "nodes": 20, "gpus_per_node": 16},
-    {"gpu": "a40", "nodes": 160, "gpus_per_node": 2},
-    {"gpu": "a10", "nodes": 160, "gpus_per_node": 2},
-]
-ARENA_JOBS = [
-    (f"{fam}-{size}", b)
-    for fam, sizes, batches in [
-        ("bert", ["760m", "1.3b", "2.6b", "6.7b"], [128, 256, 512]),
-        ("moe", ["690m", "1.3b", "2.4b", "10b"], [256, 512, 1024]),
-        ("wide_resnet", ["500m", "1b", "2b", "4b", "6.8b"], [256, 512, 1024]),
-    ]
-    for size in sizes
-    for b in batches
-]
 
 
 def parse_args() -> argparse.Namespace:
@@ -206,54 +189,6 @@ def scatter(df: pd.DataFrame, path: Path, caption: str) -> bool:
     return True
 
 
-def cold_tune_ms(framework: str, calibration: str | None, repeats: int) -> list[float]:
-    """Median cold-cache tuning time (ms) of each Arena (model, batch) on the 4-type cluster."""
-    cluster = build_cluster(SIM_CLUSTER)
-    est = Estimator(get_framework(framework), get_calibration(framework, calibration))
-    models = load_model_catalog()
-    out = []
-    for name, batch in ARENA_JOBS:
-        runs = []
-        for _ in range(repeats):
-            tuner = Tuner(cluster, est, TunerConfig())
-            t0 = time.perf_counter()
-            tuner.tune(models.get(name), batch)
-            runs.append(time.perf_counter() - t0)
-        out.append(statistics.median(runs) * 1000)
-    return out
-
-
-def large_cell_search(calibration: str | None, repeats: int) -> tuple[float, int, str]:
-    """Search one GPT-3 175B Cell of 1,024 A100 80 GB (128 DGX nodes) at B 1536.
-
-    Every stage count and the whole Megatron-LM plan space; returns (median seconds, plans
-    priced, best plan).
-    """
-    group = build_cluster(
-        [{"gpu": "a100-80gb", "nodes": 128, "gpus_per_node": 8, "nics_per_node": 8}]
-    ).groups[0]
-    model = build_model(
-        "gpt-175b",
-        "gpt",
-        {
-            "hidden_size": 12288,
-            "num_heads": 96,
-            "num_layers": 96,
-            "seq_len": 2048,
-            "vocab_size": 51200,
-            "dtype": "fp16",
-        },
-    )
-    est = Estimator(get_framework("megatron"), get_calibration("megatron", calibration))
-    runs, priced, plan = [], 0, ""
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        best, priced = est.search(model, 1536, group, Layout(128, 8))
-        runs.append(time.perf_counter() - t0)
-        plan = "none fits" if best is None else f"{best.plan} ({best.iter_time_s:.1f} s)"
-    return statistics.median(runs), priced, plan
-
-
 def tuner_section(calibration: str | None, repeats: int) -> str:
     cluster = build_cluster(SIM_CLUSTER)
     est = Estimator(get_framework("alpa"), get_calibration("alpa", calibration))
@@ -278,8 +213,9 @@ def tuner_section(calibration: str | None, repeats: int) -> str:
         if not res.feasible:
             infeasible_jobs.append(f"{name}/{batch}")
     cfg = TunerConfig()
-    megatron_ms = cold_tune_ms("megatron", calibration, repeats)
-    big_s, big_priced, big_plan = large_cell_search(calibration, repeats)
+    megatron = Estimator(get_framework("megatron"), get_calibration("megatron", calibration))
+    megatron_ms = cold_tune_ms(megatron, repeats)
+    big_s, big_priced, big_plan = large_cell_search(megatron, repeats)
     lines = [
         "## Tuner",
         "",
