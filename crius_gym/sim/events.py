@@ -8,7 +8,6 @@ Cancelled events are skipped lazily: each carries the version of its job at sche
 from __future__ import annotations
 
 import heapq
-import itertools
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -46,11 +45,22 @@ class EventQueue:
 
     def __init__(self) -> None:
         self._heap: list[Event] = []
-        self._counter = itertools.count()
+        self._seq = 0  # the next insertion number
 
     def push(self, time_s: float, kind: EventKind, job_index: int = -1, version: int = 0) -> None:
         """Schedule an event."""
-        heapq.heappush(self._heap, Event(time_s, kind, next(self._counter), job_index, version))
+        heapq.heappush(self._heap, Event(time_s, kind, self._seq, job_index, version))
+        self._seq += 1
+
+    def copy(self) -> EventQueue:
+        """An independent copy (events are immutable, so the heap's list is copied only)."""
+        other = EventQueue.__new__(EventQueue)
+        other._heap = list(self._heap)
+        other._seq = self._seq
+        return other
+
+    def __deepcopy__(self, memo: dict[int, object]) -> EventQueue:
+        return self.copy()
 
     def peek_time(self) -> float | None:
         """Time of the next event, or None when empty."""

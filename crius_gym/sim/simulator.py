@@ -513,11 +513,11 @@ class Simulator:
 
     def state(self) -> dict[str, object]:
         """The run so far as picklable data (without the cluster, tuner, truth and settings)."""
-        return copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in self._SHARED})
+        return _copy_run({k: v for k, v in self.__dict__.items() if k not in self._SHARED})
 
     def restore_state(self, state: dict[str, object]) -> None:
         """Continue the run another simulator of the same scenario saved with :meth:`state`."""
-        self.__dict__.update(copy.deepcopy(state))
+        self.__dict__.update(_copy_run(state))
 
     def clone(self) -> Simulator:
         """An independent copy of the run so far (the cluster, tuner and truth are shared).
@@ -526,12 +526,13 @@ class Simulator:
         so a policy can be tried on it without touching this run (e.g. a rollout that asks what
         an action would have cost).
         """
-        shared: dict[int, object] = {
-            id(obj): obj for obj in (self.cluster, self.tuner, self.truth, self.config)
+        other = Simulator.__new__(Simulator)
+        shared = {k: v for k, v in self.__dict__.items() if k in self._SHARED}
+        other.__dict__ = {
+            **shared,
+            **_copy_run({k: v for k, v in self.__dict__.items() if k not in self._SHARED}),
         }
-        if self._trace is not None:
-            shared[id(self._trace)] = self._trace
-        return copy.deepcopy(self, shared)
+        return other
 
     # ------------------------------------------------------------------ results
     def result(self, policy_name: str = "") -> RunResult:
@@ -615,3 +616,33 @@ def _rounded_arrivals(trace: Trace, compat: ArtifactCompat) -> Trace:
     """The trace with each arrival at the start of its round (order is kept: monotone)."""
     jobs = tuple(replace(j, arrival_s=compat.round_start_s(j.arrival_s)) for j in trace.jobs)
     return replace(trace, jobs=jobs)
+
+
+#: Run attributes that are immutable once the run is reset, so copies share them.
+_IMMUTABLE_RUN = frozenset({"_trace", "_by_id", "_compat"})
+#: Run attributes whose own ``copy()`` is an independent copy (their items are immutable).
+_COPYABLE_RUN = frozenset({"_alloc", "_queue", "_waiting", "_active", "_series", "_held"})
+
+
+def _copy_run(attrs: dict[str, object]) -> dict[str, object]:
+    """An independent copy of a simulator's run attributes, without a generic deep copy.
+
+    A vine rollout copies the run for every action it evaluates, and ``copy.deepcopy`` walked
+    every record's job and model. Records hold only immutable values (jobs, Cells, placements
+    and numbers are frozen or scalars), so each is copied shallowly; the allocator and the event
+    queue copy themselves; the containers of indices are copied; the trace, the id index and
+    the compatibility settings are shared (never changed after reset). Anything else is deep
+    copied, so an attribute added later stays safe.
+    """
+    out: dict[str, object] = {}
+    memo: dict[int, object] = {}
+    for key, value in attrs.items():
+        if key in _IMMUTABLE_RUN:
+            out[key] = value
+        elif key == "_records":
+            out[key] = [copy.copy(r) for r in value]  # type: ignore[attr-defined]
+        elif isinstance(value, Allocator | EventQueue | list | dict) and key in _COPYABLE_RUN:
+            out[key] = value.copy()
+        else:
+            out[key] = copy.deepcopy(value, memo)
+    return out
