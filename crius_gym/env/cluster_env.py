@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -117,7 +117,10 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     ## Arguments
     ``scenario`` (name or :class:`Scenario`), ``config`` (:class:`EnvConfig` or a mapping of its
     fields), ``render_mode`` (``None``, ``"ansi"`` or ``"rgb_array"``; another mode warns and
-    renders nothing).
+    renders nothing), ``tuner`` (a single scenario's tuner to use) or ``tuners`` (one per
+    mixture component, in order — e.g. :attr:`tuners` of another env of the same scenario:
+    a tuner's answers are pure functions of its cluster and estimator, so envs in one process
+    can share them and tune each job once instead of once per env).
 
     ## Version history
     * v3: v1's dynamics, with the window's Cells an explicit setting
@@ -138,6 +141,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         config: EnvConfig | Mapping[str, Any] | None = None,
         render_mode: str | None = None,
         tuner: Tuner | None = None,
+        tuners: Sequence[Tuner] | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             # Gymnasium's convention (and SB3's make_vec_env, which asks for rgb_array): warn.
@@ -151,7 +155,20 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         components = [c for c, _ in self.scenario.mix] or [self.scenario]
         if tuner is not None and len(components) > 1:
             raise ConfigError("a mixture builds one tuner per component: pass no tuner")
-        self._worlds = [_World.build(c, self.config, tuner) for c in components]
+        given: Sequence[Tuner | None] = [tuner] * len(components)
+        if tuners is not None:
+            if tuner is not None or len(tuners) != len(components):
+                raise ConfigError(
+                    f"tuners: one per component of {self.scenario.name} "
+                    f"({len(components)}), and not with tuner"
+                )
+            for c, t in zip(components, tuners, strict=True):
+                if t.cluster != c.cluster:
+                    raise ConfigError(f"tuners: a tuner of another cluster for {c.name}")
+            given = list(tuners)
+        self._worlds = [
+            _World.build(c, self.config, t) for c, t in zip(components, given, strict=True)
+        ]
         self._use(0)
         self.observation_space = self.encoder.space  # type: ignore[assignment]
         self.action_space = gym.spaces.Discrete(self.config.num_actions)  # type: ignore[assignment]
@@ -350,6 +367,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
         columns = self.encoder.columns
         return {key: pd.DataFrame(t, columns=list(columns[key])) for key, t in tables.items()}
+
+    @property
+    def tuners(self) -> list[Tuner]:
+        """The tuner of each mixture component (one for a single scenario), in order."""
+        return [w.tuner for w in self._worlds]
 
     def current_observation(self) -> dict[str, np.ndarray]:
         """The observation of the current decision (e.g. after :meth:`apply_external`)."""

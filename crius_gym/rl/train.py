@@ -27,6 +27,7 @@ from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import InputFileError, RunStateError
+from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.callbacks import (
     EPISODE_KEYS,
@@ -225,12 +226,21 @@ def _refuse_existing(policy_dir: Path) -> None:
 
 
 def _make_env_fn(
-    scenario: str, env_cfg: EnvConfig, subprocess: bool = False
+    scenario: str, env_cfg: EnvConfig, subprocess: bool = False, shared: list[Tuner] | None = None
 ) -> Callable[[], gym.Env[Any, Any]]:
+    """A factory of one training env; envs made in one process share ``shared``'s tuners.
+
+    ``shared`` starts empty and takes the first env's tuners (one per mixture component), so
+    each (model, batch) is tuned once per process instead of once per env.
+    """
+
     def _make() -> gym.Env[Any, Any]:
         if subprocess:  # in the worker: Ctrl-C to the process group is the trainer's to handle
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        return Monitor(CriusEnv(scenario, env_cfg), info_keywords=EPISODE_KEYS)
+        env = CriusEnv(scenario, env_cfg, tuners=shared or None)
+        if shared is not None and not shared:
+            shared.extend(env.tuners)
+        return Monitor(env, info_keywords=EPISODE_KEYS)
 
     return _make
 
@@ -257,7 +267,8 @@ def _close_after_interrupt(venv: VecEnv) -> None:
 def build_vec_env(hp: PPOHyperparams, scenario: str, env_cfg: EnvConfig, seed: int) -> VecEnv:
     """The training VecEnv (Monitor-wrapped envs, ``DummyVecEnv`` or ``SubprocVecEnv``)."""
     sub = hp.vec_env == "subproc"
-    fns = [_make_env_fn(scenario, env_cfg, sub) for _ in range(hp.n_envs)]
+    shared: list[Tuner] = []  # filled by the first env (each subprocess has its own copy)
+    fns = [_make_env_fn(scenario, env_cfg, sub, shared) for _ in range(hp.n_envs)]
     venv: VecEnv = SubprocVecEnv(fns) if hp.vec_env == "subproc" else DummyVecEnv(fns)
     venv.seed(seed)
     return venv
