@@ -65,7 +65,7 @@ def test_a_clone_runs_apart_and_equals_a_deep_copy(setting, at_step):
 
 
 def test_a_state_restored_twice_gives_two_independent_runs(setting):
-    sc, trace, whole = setting
+    sc, trace, _ = setting
     sim, policy = _started(sc, trace)
     for _ in range(50):
         assert sim.advance()
