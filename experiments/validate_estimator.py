@@ -140,8 +140,10 @@ def published_section(df: pd.DataFrame) -> list[str]:
         "plans on A100 (3.6B–175B), Korthikanti et al. 2022 Table 5 (22B–1T, full and "
         "selective recomputation with sequence parallelism), Narayanan et al. 2021 Table 2, "
         "MT-NLG 530B, the Megatron-LM README's GPT-3 175B, BLOOM-176B and an Alpa benchmark. "
-        "All are `holdout`: no fit saw them. The feature rows group by the plan the estimator "
-        "priced (the row's fixed columns, the searched ones as chosen).",
+        "All are `holdout`: no fit saw them. The Megatron-DeepSpeed runs (vTrain, MT-NLG, "
+        "BLOOM) are priced with the `megatron-deepspeed` profile: Megatron-LM's calibration, "
+        "DeepSpeed's engine (`docs/estimator.md`). The feature rows group by the plan the "
+        "estimator priced (the row's fixed columns, the searched ones as chosen).",
         "",
         fmt(pd.concat(parts)),
         "",
