@@ -8,8 +8,8 @@ Cancelled events are skipped lazily: each carries the version of its job at sche
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class EventKind(IntEnum):
@@ -21,9 +21,11 @@ class EventKind(IntEnum):
     TICK = 3
 
 
-@dataclass(order=True, frozen=True)
-class Event:
-    """A scheduled event.
+class Event(NamedTuple):
+    """A scheduled event, ordered by (time, kind, seq).
+
+    A tuple: the heap compares events in C. ``seq`` is unique, so the fields after it never
+    take part in the order.
 
     Attributes:
         time_s: when it happens.
@@ -36,8 +38,8 @@ class Event:
     time_s: float
     kind: EventKind
     seq: int
-    job_index: int = field(compare=False, default=-1)
-    version: int = field(compare=False, default=0)
+    job_index: int = -1
+    version: int = 0
 
 
 class EventQueue:
