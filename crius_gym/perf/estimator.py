@@ -587,7 +587,7 @@ class Estimator:
         chains = self._plan_chains(
             model, global_batch, cell.layout, cell.stages, group.gpus_per_node, None, prune=True
         )
-        return self._fastest(model, global_batch, group, cell.layout, chains)
+        return self._fastest(model, global_batch, group, cell.layout, (c.plans() for c in chains))
 
     def _fastest(
         self,
@@ -595,17 +595,17 @@ class Estimator:
         global_batch: int,
         group: NodeGroup,
         layout: Layout,
-        chains: Iterable[PlanChain | list[Plan]],
+        chains: Iterable[Iterable[Plan]],
     ) -> tuple[PlanEstimate | None, int]:
         """The fastest memory-feasible plan of ``chains`` and how many plans were priced.
 
-        Each chain is priced up to its first feasible plan (its fastest; see
-        :meth:`_plan_chains`); ties keep the plan met first.
+        ``chains``: each a chain's plans in time order (:meth:`_plan_chains`), priced up to
+        the first feasible one, its fastest; ties keep the plan met first.
         """
         best: PlanEstimate | None = None
         count = 0
         for chain in chains:
-            for plan in chain.plans() if isinstance(chain, PlanChain) else chain:
+            for plan in chain:
                 est = self.estimate(model, global_batch, group, layout, plan)
                 count += 1
                 if est is None:
