@@ -551,6 +551,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """Start an episode (see the class docstring for ``options``)."""
         super().reset(seed=seed)
         opts = self._checked_options(options)
+        warmup = 0
         if "trace" in opts:
             self._use(int(opts.get("component", 0)))
             given = opts["trace"]
@@ -568,15 +569,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             )
             self._use(self.scenario.mix_component(index))
             sc = self.world_scenario
-            jobs = sc.splits.train_episode_jobs
-            if self.config.episode_jobs is not None:
-                jobs = max(
-                    1,
-                    round(
-                        jobs * self.config.episode_jobs / self.scenario.splits.train_episode_jobs
-                    ),
-                )
-            trace = sc.synthetic_trace("train", index, num_jobs=jobs, tuner=self.tuner)
+            own = sc.splits.train_episode_jobs
+            given = self.config.episode_jobs
+            jobs = own if given is None else self._scaled_jobs(own, given)
+            warmup = self._scaled_jobs(own, self.config.warmup_jobs)
+            trace = sc.synthetic_trace("train", index, num_jobs=warmup + jobs, tuner=self.tuner)
         self._trace = trace
         self.sim.reset(trace)
         self._acted, self._acted_at = set(), -1.0
@@ -593,10 +590,43 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._episode_reward = 0.0
         self._last_result = None
         reward, done = self._next_decision()
+        if warmup and not done:
+            done = self._warm_up(trace.jobs[warmup].arrival_s)
+            reward = 0.0  # the agent's episode starts at the hand-over
         self._episode_reward += reward
         self._pending_reward = reward  # time before the first decision is charged on step 1
         self._done_at_reset = done
         return self._obs(), self._info(False)
+
+    def _scaled_jobs(self, own: int, configured: int) -> int:
+        """``configured`` jobs of the mixture scaled to a component of ``own`` episode jobs."""
+        if configured <= 0:
+            return 0
+        return max(1, round(own * configured / self.scenario.splits.train_episode_jobs))
+
+    def _warm_up(self, handover_s: float) -> bool:
+        """Let the guide decide until ``handover_s``; returns whether the episode already ended.
+
+        The guide's actions are taken through :meth:`step`, exactly as an agent that follows
+        it would take them, without encoding observations; the episode's counters then start
+        afresh, so the agent's return covers only the time after the hand-over.
+        """
+        headless, self._headless = self._headless, True
+        done = False
+        try:
+            while not done and self.sim.now_s < handover_s:
+                proposal = self.guide_action()
+                a = self.config.num_actions - 1 if proposal is None else proposal
+                _, _, term, trunc, _ = self.step(a)
+                done = term or trunc
+        finally:
+            self._headless = headless
+        self._guide_stats = dict.fromkeys(self._guide_stats, 0)
+        self._invalid = 0
+        self._decisions = 0
+        self._episode_reward = 0.0
+        self._last_result = None
+        return done
 
     def step(
         self, action: int

@@ -53,6 +53,12 @@ class EnvConfig:
         episode_jobs: jobs per training episode (None: the scenario's ``train_episode_jobs``;
             a mixture's components keep their own proportions: each is scaled by
             ``episode_jobs`` / the mixture's ``train_episode_jobs``).
+        warmup_jobs: training episodes start in mid-run: this many earlier jobs of the same
+            synthetic trace are scheduled by the guide first, and the agent takes over at the
+            arrival of the next one (scaled per mixture component like ``episode_jobs``). The
+            agent then meets the backlog and the crowded cluster a long trace builds, which
+            short episodes from an empty cluster never show; 0: episodes start empty. Held-out
+            traces are never warmed up. Needs a guide.
         reward_baseline: ``none`` or ``guide``: subtract the guide's own reward on the same
             trace over the same simulated interval (its run is computed once per episode), so
             the reward measures the agent against the guide and the arrivals' share of it
@@ -75,6 +81,7 @@ class EnvConfig:
     guide: str | None = "crius"
     guide_hint: bool = True
     episode_jobs: int | None = None
+    warmup_jobs: int = 0
     reward_baseline: Literal["none", "guide"] = "none"
 
     def __post_init__(self) -> None:
@@ -97,6 +104,10 @@ class EnvConfig:
             raise ConfigError("env: tuning must be pruned, full or none")
         if self.episode_jobs is not None and self.episode_jobs < 1:
             raise ConfigError("env: episode_jobs must be >= 1 or null")
+        if self.warmup_jobs < 0:
+            raise ConfigError("env: warmup_jobs must be >= 0")
+        if self.warmup_jobs and self.guide is None:
+            raise ConfigError("env: warmup_jobs needs a guide (it schedules the warm-up)")
         if self.reward_baseline not in ("none", "guide"):
             raise ConfigError("env: reward_baseline must be none or guide")
         if self.reward_baseline == "guide" and (self.guide is None or self.reward != "jct"):
