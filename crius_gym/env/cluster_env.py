@@ -700,6 +700,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     # ------------------------------------------------------------------ drivers
     @property
+    def trace(self) -> Trace | None:
+        """The episode's trace (warm-up jobs included; None before the first reset)."""
+        return self._trace
+
+    @property
     def decision_points(self) -> int:
         """Simulator decision points reached in this episode (arrival/completion instants)."""
         return self.sim.decisions
