@@ -5,8 +5,11 @@ least δ logits (`crius_gym/rl/deviation.py` explains why and how δ is scored).
 candidate δ on the validation traces of every component of the policy's training mixture and
 of its validation scenarios — never on test or Arena traces — prints the table, writes it to
 --out as Markdown and CSV, and (unless --dry-run) stores the chosen δ in the policy's
-metadata.yaml, where `experiments/evaluate.py` reads it. `train_ppo.py` does the same at the
-end of every run; this script re-selects for an existing policy, e.g.
+metadata.yaml, where `experiments/evaluate.py` reads it. With --envelope-episodes N it first
+measures the agent's envelope (the most jobs it saw waiting on N episodes of its training
+distribution; where more wait, the guide decides), selects δ with it and records it too.
+`train_ppo.py` does the same at the end of every run; this script re-selects for an existing
+policy, e.g.
 
     python experiments/select_guide_margin.py --policy results/reference_policy
 """
@@ -34,6 +37,7 @@ from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import (
     DEFAULT_MARGINS,
     SCORES,
+    measure_envelope,
     parse_margin,
     record_selection,
     select_guide_margin,
@@ -87,6 +91,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--stress-jobs", type=int, default=600, help="their length in jobs (default: 600)"
     )
+    p.add_argument(
+        "--envelope-episodes",
+        type=int,
+        default=0,
+        help="measure the agent's envelope on this many training episodes and select δ with "
+        "it (default: 0 = no envelope; train_ppo.py's default config uses 100)",
+    )
     add_output_options(
         p,
         "guide-margin",
@@ -113,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "pass --force to replace it, or --dry-run to only compare"
             )
     rows = []
+    envelopes: dict[str, int] = {}
     for spec in args.policy:
         run_dir = Path(spec)
         path = policy_file(run_dir)
@@ -128,6 +140,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         model, _ = load_policy(path, CriusEnv(scenarios[0], cfg))
         print(f"{run_dir}: {len(scenarios)} scenarios × {len(margins)} margins", flush=True)
         t0 = time.perf_counter()
+        max_waiting = None
+        if args.envelope_episodes:
+            max_waiting = measure_envelope(model, cfg, training, args.envelope_episodes)
+            envelopes[run_dir.name] = max_waiting
+            print(
+                f"{run_dir}: envelope {max_waiting} waiting jobs "
+                f"({args.envelope_episodes} training episodes)",
+                flush=True,
+            )
         sel = select_guide_margin(
             model,
             cfg,
@@ -139,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             stress_traces=args.stress_traces,
             stress_load=args.stress_load,
             stress_jobs=args.stress_jobs,
+            max_waiting=max_waiting,
+            envelope_episodes=args.envelope_episodes,
         )
         print(
             f"{run_dir}: δ = {sel.guide_margin:g} (score {sel.scores[sel.guide_margin]:.4f}; "
@@ -170,7 +193,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             prov.markdown(),
             "",
-            f"Command: `{command}`. Validation traces only ({args.traces} per scenario, and "
+            f"Command: `{command}`. "
+            + (
+                f"Every δ runs inside the agent's envelope (measured on {args.envelope_episodes} "
+                "training episodes; where more jobs wait than it saw there, Crius decides): "
+                + ", ".join(f"{k} {v} waiting jobs" for k, v in envelopes.items())
+                + ". "
+                if args.envelope_episodes
+                else ""
+            )
+            + f"Validation traces only ({args.traces} per scenario, and "
             f"{args.stress_traces} of {args.stress_jobs} jobs at load {args.stress_load:g} per "
             "scenario, the rows `<scenario>@<load>x<jobs>`); "
             f"`(score)` is the {args.score} over scenarios, and the smallest δ within 0.002 of "

@@ -60,6 +60,7 @@ class AgentTask:
         guide_margin: the deterministic actor departs from the guide only where it prefers its
             own action by at least this many logits (0: plain argmax; see
             :mod:`crius_gym.rl.deviation`).
+        max_waiting: its envelope: where more jobs wait, the guide decides (None: none).
     """
 
     label: str
@@ -70,6 +71,7 @@ class AgentTask:
     seed: int = 0
     deterministic: bool = True
     guide_margin: float = 0.0
+    max_waiting: int | None = None
 
 
 Task = HeuristicTask | AgentTask
@@ -122,7 +124,7 @@ def execute(task: Task) -> TaskResult:
     model, _ = load_policy(Path(task.model_path), env)
     assert task.trace is not None
     res, invalid = run_model(
-        model, env, task.trace, task.deterministic, task.seed, task.guide_margin
+        model, env, task.trace, task.deterministic, task.seed, task.guide_margin, task.max_waiting
     )
     return TaskResult(dataclasses.replace(res, policy=task.label), invalid)
 

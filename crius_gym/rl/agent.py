@@ -35,16 +35,27 @@ class GreedyActor:
     argmax; δ = inf is the guide itself. :mod:`crius_gym.rl.deviation` selects δ on
     validation traces.
 
+    With ``max_waiting`` the actor also keeps to the states it was trained in: when more jobs
+    wait than it ever saw waiting on its training episodes, the guide decides (a policy is not
+    trusted outside its training distribution; defaulting to the heuristic there is the
+    online-safety-assurance rule of Rotman, Schapira & Tamar, HotNets 2020, arXiv 2010.03625).
+
     Args:
         model: a trained MaskablePPO (any policy network).
         guide_margin: δ in logits (nats); 0 disables the gate.
+        max_waiting: the envelope, in waiting jobs (None: no envelope).
     """
 
-    def __init__(self, model: MaskablePPO, guide_margin: float = 0.0) -> None:
+    def __init__(
+        self, model: MaskablePPO, guide_margin: float = 0.0, max_waiting: int | None = None
+    ) -> None:
         if not guide_margin >= 0:
             raise ValueError(f"guide_margin must be >= 0, got {guide_margin}")
+        if max_waiting is not None and max_waiting < 0:
+            raise ValueError(f"max_waiting must be >= 0, got {max_waiting}")
         self.policy = model.policy
         self.guide_margin = guide_margin
+        self.max_waiting = max_waiting
         space = self.policy.observation_space
         assert isinstance(space, gym.spaces.Dict)
         self.keys = [k for k in space.spaces if k != "action_mask"]
@@ -60,10 +71,24 @@ class GreedyActor:
         return out
 
     def __call__(
-        self, obs: dict[str, np.ndarray], mask: np.ndarray, guide: int | None = None
+        self,
+        obs: dict[str, np.ndarray],
+        mask: np.ndarray,
+        guide: int | None = None,
+        waiting: int = 0,
     ) -> int:
-        """The action for one observation and its mask (``guide``: the guide's proposal)."""
-        if self.guide_margin == math.inf and guide is not None:
+        """The action for one observation and its mask.
+
+        Args:
+            obs: the observation.
+            mask: its valid actions.
+            guide: the guide's proposal (None: no gate, no envelope).
+            waiting: jobs waiting now (the env's ``info["waiting"]``), for the envelope.
+        """
+        if guide is not None and (
+            self.guide_margin == math.inf
+            or (self.max_waiting is not None and waiting > self.max_waiting)
+        ):
             return guide
         logits = np.where(mask, self.logits(obs), -np.inf)
         action = int(np.argmax(logits))
@@ -79,24 +104,28 @@ def run_model(
     deterministic: bool = True,
     seed: int = 0,
     guide_margin: float = 0.0,
+    max_waiting: int | None = None,
 ) -> tuple[RunResult, int]:
     """Run a trained policy on a whole trace through the env, always with the action mask.
 
     Deterministic runs take the masked argmax of the logits (:class:`GreedyActor`, the same
-    action as ``model.predict(deterministic=True)``, with its ``guide_margin`` gate when the env
-    has a guide); stochastic ones sample through SB3 (no gate).
+    action as ``model.predict(deterministic=True)``, with its ``guide_margin`` gate and its
+    ``max_waiting`` envelope when the env has a guide); stochastic ones sample through SB3
+    (neither).
 
     Returns:
         (the run's result, invalid actions the model produced — 0 for a correct policy).
     """
-    obs, _ = env.reset(seed=seed, options={"trace": trace})
-    if guide_margin and not deterministic:
-        raise ValueError("guide_margin gates the deterministic actor only")
-    greedy = GreedyActor(model, guide_margin) if deterministic else None
+    obs, info = env.reset(seed=seed, options={"trace": trace})
+    gated = bool(guide_margin) or max_waiting is not None
+    if gated and not deterministic:
+        raise ValueError("guide_margin and max_waiting gate the deterministic actor only")
+    greedy = GreedyActor(model, guide_margin, max_waiting) if deterministic else None
     while True:
         mask = env.action_masks()
         if greedy is not None:
-            action = greedy(obs, mask, env.guide_action() if guide_margin else None)
+            guide = env.guide_action() if gated else None
+            action = greedy(obs, mask, guide, int(info["waiting"]))
         else:
             action = int(model.predict(obs, action_masks=mask, deterministic=False)[0])
         obs, _, term, trunc, info = env.step(action)

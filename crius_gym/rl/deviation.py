@@ -24,6 +24,13 @@ agent therefore takes its own action only where it prefers it by at least δ log
 * the smallest δ within ``tolerance`` of the best score wins (the least conservative of the
   equally good: the agent keeps as much of what it learnt as validation allows).
 
+The deployed agent also keeps to its **envelope** (:func:`measure_envelope`): the most jobs it
+ever saw waiting on episodes of its training distribution. Where more wait, the guide decides
+(:class:`~crius_gym.rl.agent.GreedyActor`'s ``max_waiting``): training episodes are short, so a
+long queue is a state the network never learnt in, and the stress traces show what it does
+there (seed 1 of the default run let 568 jobs queue on a 600-job trace by waiting where Crius
+started jobs). δ is then selected with the envelope in place.
+
 The choice and its whole table are stored in the policy's ``metadata.yaml`` (``deployment``),
 where ``experiments/evaluate.py`` reads it.
 """
@@ -45,7 +52,7 @@ from crius_gym.atomic import atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
-from crius_gym.rl.agent import run_model
+from crius_gym.rl.agent import GreedyActor, run_model
 from crius_gym.rl.saved import METADATA_FILE
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.workload.job import Trace
@@ -67,6 +74,8 @@ class MarginSelection:
         scores: δ → the combined JCT ratio to the guide.
         per_scenario: (scenario, δ) → mean JCT ratio to the guide on its traces.
         traces: scenario → validation traces used.
+        max_waiting: the envelope the selection ran with (None: none).
+        envelope_episodes: training episodes it was measured on.
     """
 
     guide_margin: float
@@ -74,11 +83,25 @@ class MarginSelection:
     scores: dict[float, float]
     per_scenario: dict[tuple[str, float], float]
     traces: dict[str, int]
+    max_waiting: int | None = None
+    envelope_episodes: int = 0
 
     def as_metadata(self, command: str) -> dict[str, Any]:
         """The ``deployment`` block of ``metadata.yaml``."""
+        envelope = (
+            {}
+            if self.max_waiting is None
+            else {
+                "max_waiting": self.max_waiting,
+                "envelope": (
+                    "the guide decides when more jobs wait than the agent saw waiting on "
+                    f"{self.envelope_episodes} episodes of its training distribution"
+                ),
+            }
+        )
         return {
             "guide_margin": _num(self.guide_margin),
+            **envelope,
             "selected_by": command,
             "score": f"{self.score} over scenarios of the mean validation JCT ratio to the guide",
             "validation_traces": dict(self.traces),
@@ -131,6 +154,8 @@ def select_guide_margin(
     stress_traces: int = 0,
     stress_load: float = 1.2,
     stress_jobs: int = 600,
+    max_waiting: int | None = None,
+    envelope_episodes: int = 0,
 ) -> MarginSelection:
     """Score each candidate δ on validation traces and choose one (see the module docstring).
 
@@ -147,6 +172,8 @@ def select_guide_margin(
             set named ``<scenario>@<load>x<jobs>`` that is scored like a scenario.
         stress_load: their offered load.
         stress_jobs: their length in jobs.
+        max_waiting: the envelope every candidate runs with (:func:`measure_envelope`).
+        envelope_episodes: the episodes it was measured on (recorded only).
 
     Raises:
         ConfigError: the env has no guide, or an unknown ``score``.
@@ -180,7 +207,12 @@ def select_guide_margin(
         used[name] = len(vals)
         base: list[float] = []
         for m in sorted(cands, reverse=True):  # inf first: the guide's own runs
-            jct = [run_model(model, env, t, guide_margin=m)[0].summary.avg_jct_s for t in vals]
+            jct = [
+                run_model(model, env, t, guide_margin=m, max_waiting=max_waiting)[
+                    0
+                ].summary.avg_jct_s
+                for t in vals
+            ]
             if math.isinf(m):
                 base = jct
             ratios = [a / b for a, b in zip(jct, base, strict=True) if b > 0]
@@ -191,13 +223,55 @@ def select_guide_margin(
     scores = {m: float(combine([per[(name, m)] for name, _, _ in sets])) for m in cands}
     best = min(scores.values())
     chosen = min(m for m, v in scores.items() if v <= best + tolerance)
-    return MarginSelection(chosen, score, scores, per, used)
+    return MarginSelection(chosen, score, scores, per, used, max_waiting, envelope_episodes)
+
+
+def measure_envelope(
+    model: MaskablePPO, env_config: EnvConfig, training: Scenario, episodes: int
+) -> int:
+    """The most jobs waiting at any decision of ``episodes`` training episodes of the agent.
+
+    The agent runs greedily (no margin, no envelope) on training-split episodes of its training
+    scenario with the env settings it trained with (a mixture draws each episode's component
+    as in training): the states its network learnt in. Episodes are the training split's
+    indices ``10**6`` onwards, fixed so the envelope is reproducible.
+
+    Raises:
+        ConfigError: ``episodes`` < 1.
+    """
+    if episodes < 1:
+        raise ConfigError(f"envelope episodes must be >= 1, got {episodes}")
+    env = CriusEnv(training, dataclasses.replace(env_config, max_decisions=10**12))
+    actor = GreedyActor(model)
+    most = 0
+    for i in range(episodes):
+        obs, info = env.reset(options={"split": "train", "index": 10**6 + i})
+        while True:
+            most = max(most, int(info["waiting"]))
+            obs, _, term, trunc, info = env.step(actor(obs, env.action_masks()))
+            if term or trunc:
+                break
+    return most
 
 
 def deployed_margin(meta: dict[str, Any]) -> float:
     """The δ a saved policy's ``metadata.yaml`` records (0 when it records none)."""
     block = meta.get("deployment") or {}
     return parse_margin(block.get("guide_margin", 0.0))
+
+
+def deployed_envelope(meta: dict[str, Any]) -> int | None:
+    """The envelope (``max_waiting``) a saved policy's ``metadata.yaml`` records, if any.
+
+    Raises:
+        ConfigError: it is not a whole number >= 0.
+    """
+    value = (meta.get("deployment") or {}).get("max_waiting")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"deployment.max_waiting {value!r} is not a whole number >= 0")
+    return value
 
 
 def record_selection(policy_dir: Path, selection: MarginSelection, command: str) -> None:

@@ -86,6 +86,9 @@ class PPOHyperparams:
         deploy_stress_traces: long overloaded validation traces added per scenario (0: none).
         deploy_stress_load: offered load of those traces.
         deploy_stress_jobs: jobs per such trace.
+        deploy_envelope_episodes: training episodes on which the deployed agent's envelope is
+            measured (the most jobs it saw waiting; where more wait, the guide decides;
+            :func:`crius_gym.rl.deviation.measure_envelope`); 0: no envelope.
         env: :class:`crius_gym.env.config.EnvConfig` overrides of the training envs.
     """
 
@@ -130,6 +133,7 @@ class PPOHyperparams:
     deploy_stress_traces: int = 0
     deploy_stress_load: float = 1.2
     deploy_stress_jobs: int = 600
+    deploy_envelope_episodes: int = 0
     env: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -161,6 +165,7 @@ class PPOHyperparams:
             "deploy_traces",
             "deploy_stress_traces",
             "deploy_stress_jobs",
+            "deploy_envelope_episodes",
         ):
             zero_ok = (
                 "eval_traces",
@@ -172,6 +177,7 @@ class PPOHyperparams:
                 "vine_distill_epochs",
                 "rollout_workers",
                 "deploy_stress_traces",
+                "deploy_envelope_episodes",
             )
             if getattr(self, name) < (0 if name in zero_ok else 1):
                 raise ConfigError(f"{name} must be positive")

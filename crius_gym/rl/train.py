@@ -40,7 +40,7 @@ from crius_gym.rl.callbacks import (
     checkpoint_timesteps,
     latest_checkpoint,
 )
-from crius_gym.rl.deviation import select_guide_margin, selection_scenarios
+from crius_gym.rl.deviation import measure_envelope, select_guide_margin, selection_scenarios
 from crius_gym.rl.imitation import (
     agreement,
     behaviour_clone,
@@ -390,6 +390,13 @@ def _select_deployment(
     best = spec.policy_dir / "best_model.zip"
     chosen = SequencePPO.load(best, device="cpu") if best.is_file() else model
     t0 = time.perf_counter()
+    max_waiting = None
+    if hp.deploy_envelope_episodes:
+        max_waiting = measure_envelope(chosen, env_cfg, scenario, hp.deploy_envelope_episodes)
+        log(
+            f"envelope: at most {max_waiting} jobs waiting on {hp.deploy_envelope_episodes} "
+            f"training episodes ({time.perf_counter() - t0:.0f} s)"
+        )
     log(f"choosing the guide margin among {list(hp.deploy_margins)} on validation traces")
     sel = select_guide_margin(
         chosen,
@@ -401,6 +408,8 @@ def _select_deployment(
         stress_traces=hp.deploy_stress_traces,
         stress_load=hp.deploy_stress_load,
         stress_jobs=hp.deploy_stress_jobs,
+        max_waiting=max_waiting,
+        envelope_episodes=hp.deploy_envelope_episodes,
     )
     log(
         f"guide margin {sel.guide_margin:g}: validation JCT {sel.scores[sel.guide_margin]:.3f}x "

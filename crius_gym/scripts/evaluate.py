@@ -87,10 +87,11 @@ def parse_args() -> argparse.Namespace:
         default=["recorded"],
         metavar="M",
         help="how far an agent must prefer its own action over the guide's (Crius's) before it "
-        "departs from it, in logits: 'recorded' = the margin its metadata.yaml records "
-        "(selected on validation by train_ppo.py or select_guide_margin.py; 0 if none), or a "
-        "number ('inf' = the guide). Several values evaluate each policy at each; explicit "
-        "values are labelled ppo:<run>@<M> (default: recorded)",
+        "departs from it, in logits: 'recorded' = the deployment its metadata.yaml records "
+        "(margin and envelope, selected on validation by train_ppo.py or "
+        "select_guide_margin.py; margin 0 and no envelope if none), or a number ('inf' = the "
+        "guide; no envelope). Several values evaluate each policy at each; explicit values "
+        "are labelled ppo:<run>@<M> (default: recorded)",
     )
     p.add_argument("--max-traces", type=int, help="use only the first N traces of a set")
     p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")

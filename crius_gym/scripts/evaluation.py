@@ -27,7 +27,7 @@ from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
-from crius_gym.rl.deviation import deployed_margin, parse_margin
+from crius_gym.rl.deviation import deployed_envelope, deployed_margin, parse_margin
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.scenarios.trace_files import read_trace
@@ -101,6 +101,12 @@ def _deployment(meta: dict[str, Any]) -> str:
         f"({', '.join(f'{k}: {v}' for k, v in (block.get('validation_traces') or {}).items())}):"
         f" {block.get('score', 'score')}: {scores.get(str(block.get('guide_margin')), '?')} "
         f"against {scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
+        + (
+            f" Envelope: Crius decides wherever more than {block['max_waiting']} jobs wait "
+            f"({block.get('envelope', '')})."
+            if block.get("max_waiting") is not None
+            else ""
+        )
     )
 
 
@@ -113,7 +119,7 @@ def evaluate_scenario(
     out: Path,
     files: list[str] | None = None,
 ) -> tuple[str, pd.DataFrame]:
-    agents: list[tuple[str, Path, dict[str, Any], float]] = []
+    agents: list[tuple[str, Path, dict[str, Any], float, int | None]] = []
     for spec in args.policy:
         path = policy_file(spec)
         meta = read_metadata(path)
@@ -125,8 +131,11 @@ def evaluate_scenario(
                 raise SystemExit(
                     f"--policy: two policies are both labelled {name!r}; pass each once"
                 )
-            margin = deployed_margin(meta) if how == "recorded" else parse_margin(how)
-            agents.append((name, path, meta["env_config"], margin))
+            if how == "recorded":
+                margin, envelope = deployed_margin(meta), deployed_envelope(meta)
+            else:
+                margin, envelope = parse_margin(how), None
+            agents.append((name, path, meta["env_config"], margin, envelope))
     traces = traces_for(scenario, which, args, CriusEnv(scenario), files)
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
@@ -146,8 +155,9 @@ def evaluate_scenario(
             args.seed,
             not args.stochastic,
             0.0 if args.stochastic else margin,
+            None if args.stochastic else envelope,
         )
-        for name, path, env_cfg, margin in agents
+        for name, path, env_cfg, margin, envelope in agents
         for trace in traces
     ] + [
         HeuristicTask(h, scenario.path or scenario.name, trace, args.seed, data_dir=args.data_dir)
@@ -193,7 +203,7 @@ def evaluate_scenario(
         plot_gantt(r, scenario.cluster, fig_dir / gantt_file_name(policy), caption, title)
     ref = "crius" if "crius" in heuristics else None
     agg = aggregate(summ, reference=ref)
-    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, _, _, _ in agents)
+    agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, *_ in agents)
     lines = [
         f"## {scenario.name} — {'trace files' if files else f'{which} traces'}",
         "",
