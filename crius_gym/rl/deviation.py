@@ -53,7 +53,7 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor, run_model
-from crius_gym.rl.saved import METADATA_FILE
+from crius_gym.rl.saved import METADATA_FILE, PolicyCompatibilityError, metadata_path, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.workload.job import Trace
 
@@ -272,6 +272,21 @@ def deployed_envelope(meta: dict[str, Any]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"deployment.max_waiting {value!r} is not a whole number >= 0")
     return value
+
+
+def recorded_deployment(model_path: Path) -> tuple[float, int | None]:
+    """The guide margin and envelope a saved policy's ``metadata.yaml`` records.
+
+    Raises:
+        PolicyCompatibilityError: the file's ``deployment`` block is malformed (naming the file
+            and the field).
+    """
+    meta = read_metadata(model_path)
+    try:
+        return deployed_margin(meta), deployed_envelope(meta)
+    except ConfigError as exc:
+        where = metadata_path(model_path)
+        raise PolicyCompatibilityError(f"{where}: deployment: {exc}") from exc
 
 
 def record_selection(policy_dir: Path, selection: MarginSelection, command: str) -> None:

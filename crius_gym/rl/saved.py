@@ -54,26 +54,31 @@ def policy_file(path: str | Path) -> Path:
     return p
 
 
-def read_metadata(model_path: Path) -> dict[str, Any]:
-    """The metadata of a saved model (``metadata.yaml`` in its run folder)."""
+def metadata_path(model_path: Path) -> Path:
+    """The ``metadata.yaml`` that describes a saved model (a checkpoint's is its run's)."""
     dirs = [model_path.parent]
     if model_path.parent.name == "checkpoints":  # a checkpoint belongs to the run above it
         dirs.append(model_path.parent.parent)
     for d in dirs:
-        f = d / METADATA_FILE
-        if f.is_file():
-            try:
-                data = yaml.safe_load(f.read_text(encoding="utf-8"))
-            except (yaml.YAMLError, UnicodeDecodeError) as exc:
-                raise PolicyCompatibilityError(f"{f}: not readable YAML ({exc})") from exc
-            if not isinstance(data, dict):
-                raise PolicyCompatibilityError(
-                    f"{f}: expected a mapping, got {type(data).__name__}"
-                )
-            return data
-    raise PolicyCompatibilityError(
-        f"{model_path}: no {METADATA_FILE} beside it; was it saved by experiments/train_ppo.py?"
-    )
+        if (d / METADATA_FILE).is_file():
+            return d / METADATA_FILE
+    return model_path.parent / METADATA_FILE
+
+
+def read_metadata(model_path: Path) -> dict[str, Any]:
+    """The metadata of a saved model (``metadata.yaml`` in its run folder)."""
+    f = metadata_path(model_path)
+    if not f.is_file():
+        raise PolicyCompatibilityError(
+            f"{model_path}: no {METADATA_FILE} beside it; was it saved by experiments/train_ppo.py?"
+        )
+    try:
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise PolicyCompatibilityError(f"{f}: not readable YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise PolicyCompatibilityError(f"{f}: expected a mapping, got {type(data).__name__}")
+    return data
 
 
 def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dict[str, Any]]:

@@ -27,7 +27,7 @@ from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
-from crius_gym.rl.deviation import deployed_envelope, deployed_margin, parse_margin
+from crius_gym.rl.deviation import parse_margin, recorded_deployment
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.scenarios.trace_files import read_trace
@@ -132,7 +132,7 @@ def evaluate_scenario(
                     f"--policy: two policies are both labelled {name!r}; pass each once"
                 )
             if how == "recorded":
-                margin, envelope = deployed_margin(meta), deployed_envelope(meta)
+                margin, envelope = recorded_deployment(path)
             else:
                 margin, envelope = parse_margin(how), None
             agents.append((name, path, meta["env_config"], margin, envelope))

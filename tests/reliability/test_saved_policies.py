@@ -1,6 +1,6 @@
 """Saved policies that cannot be run are refused before any work, with the file and the reason
 (issue 14, item 5): empty, random or truncated zips, broken or partial metadata, and a zip whose
-spaces are not the ones its metadata describes."""
+spaces are not the ones its metadata describes, and a malformed deployment block."""
 
 import shutil
 from pathlib import Path
@@ -10,6 +10,7 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.rl.deviation import recorded_deployment
 from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, write_metadata
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference_policy"
@@ -84,3 +85,28 @@ def test_reference_policy_loads(env):
     assert meta["env_namespace"] == "crius_gym"
     assert model.action_space == env.action_space
     assert yaml.safe_load((REFERENCE / "metadata.yaml").read_text())["spaces"] == meta["spaces"]
+
+
+@pytest.mark.parametrize(
+    ("deployment", "match"),
+    [
+        ({"guide_margin": "wide"}, r"deployment: guide_margin 'wide' is not a number"),
+        ({"guide_margin": -1}, r"deployment: guide_margin must be >= 0"),
+        ({"guide_margin": 0.5, "max_waiting": "many"}, r"deployment: deployment.max_waiting"),
+        ({"guide_margin": 0.5, "max_waiting": -2}, r"deployment: deployment.max_waiting"),
+    ],
+)
+def test_malformed_deployment_is_refused_naming_the_file(tmp_path, deployment, match):
+    d = tmp_path / "run"
+    d.mkdir()
+    meta = yaml.safe_load((REFERENCE / "metadata.yaml").read_text())
+    meta["deployment"] = deployment
+    (d / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(PolicyCompatibilityError, match=match) as err:
+        recorded_deployment(d / "best_model.zip")
+    assert str(d / "metadata.yaml") in str(err.value)
+
+
+def test_reference_policy_records_its_deployment():
+    margin, envelope = recorded_deployment(REFERENCE / "best_model.zip")
+    assert margin >= 0 and envelope is not None and envelope > 0
