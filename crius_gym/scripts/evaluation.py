@@ -222,7 +222,8 @@ def evaluate_scenario(
         f"![queueing CDF](eval_{scenario.name}/queueing_cdf.png) "
         f"![throughput](eval_{scenario.name}/throughput.png)",
         "",
-        f"Schedules on `{results[0].trace}` (Gantt charts): "
+        f"Schedules on `{results[0].trace}` (Gantt charts, written by the command above and "
+        "not committed: bulky): "
         + ", ".join(f"[{p}](eval_{scenario.name}/{gantt_file_name(p)})" for p in first)
         + ".",
         "",

@@ -233,7 +233,8 @@ def main() -> None:
             f"![throughput]({scenario.name}/throughput.png)",
             "",
             "Schedules (Gantt charts: jobs on each GPU type's GPUs over time; starts, "
-            "reconfigurations and preemptions marked): "
+            "reconfigurations and preemptions marked; written by the command above and not "
+            "committed: bulky): "
             + ", ".join(
                 f"[{r.policy}]({scenario.name}/{gantt_file_name(r.policy)})" for r in results
             )
