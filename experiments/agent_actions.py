@@ -1,9 +1,12 @@
 """Where a saved agent departs from its guide: its actions against the guide's, by kind.
 
-Runs the policy (masked, deterministic, as evaluate.py does) on a scenario's own trace — or on
-its synthetic test trace 0 when it has none, or on --trace FILE — and at every decision compares
-the agent's action with the one the guide (Crius) proposes (`env.guide_action()`). Prints one
-row per (guide's kind, agent's kind, same action?) with its count, then the run's summary, e.g.
+Runs the policy (masked, deterministic) on a scenario's own trace — or on its synthetic test
+trace 0 when it has none, or on --trace FILE — and at every decision compares the agent's action
+with the one the guide (Crius) proposes (`env.guide_action()`). By default the agent is deployed
+as evaluate.py deploys it (the guide margin and envelope its metadata.yaml records); with
+`--deployment none` it is the bare network's argmax. Prints one row per (guide's kind, agent's
+kind, same action?) with its count, how many decisions fell outside the envelope (where Crius
+decides), then the run's summary, e.g.
 
     python experiments/agent_actions.py --policy results/policies/d-s1 --scenario crius-testbed
 
@@ -22,6 +25,7 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor
+from crius_gym.rl.deviation import recorded_deployment
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import load_scenario
 from crius_gym.scenarios.trace_files import read_trace
@@ -38,6 +42,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scenario", required=True, help="scenario (name or YAML file) to run on")
     add_trace_options(p, "a trace file to run instead of the scenario's own")
     p.add_argument("--seed", type=int, default=0, help="seed of the episode's reset")
+    p.add_argument(
+        "--deployment",
+        choices=("recorded", "none"),
+        default="recorded",
+        help="recorded: the guide margin and envelope of the policy's metadata.yaml, as "
+        "evaluate.py runs it; none: the network's plain argmax (default: recorded)",
+    )
     return p.parse_args(argv)
 
 
@@ -61,21 +72,35 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.trace
         else sc.own_trace(tuner=env.tuner)
     )
-    actor = GreedyActor(model)
+    margin, envelope = recorded_deployment(path) if args.deployment == "recorded" else (0.0, None)
+    actor = GreedyActor(model, margin, envelope)
     counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
-    obs, _ = env.reset(seed=args.seed, options={"trace": trace})
+    outside = 0
+    obs, info = env.reset(seed=args.seed, options={"trace": trace})
     while True:
         mask = env.action_masks()
-        action, guide = actor(obs, mask), env.guide_action()
+        guide = env.guide_action()
         assert guide is not None
+        waiting = int(info["waiting"])
+        outside += envelope is not None and waiting > envelope
+        action = actor(obs, mask, guide, waiting)
         counts[(cfg.action_kind(guide), cfg.action_kind(action), action == guide)] += 1
-        obs, _, term, trunc, _ = env.step(action)
+        obs, _, term, trunc, info = env.step(action)
         if term or trunc:
             break
-    print(f"{path} on {sc.name}, trace {trace.name}: {sum(counts.values())} decisions")
+    total = sum(counts.values())
+    how = (
+        "bare network"
+        if args.deployment == "none"
+        else f"guide margin {margin:g}, envelope "
+        + ("none" if envelope is None else f"{envelope} waiting jobs")
+    )
+    print(f"{path} on {sc.name}, trace {trace.name} ({how}): {total} decisions")
     print("| guide | agent | same action | decisions |\n| --- | --- | --- | ---: |")
     for (g, a, same), n in counts.most_common():
         print(f"| {g} | {a} | {'yes' if same else 'no'} | {n:,} |")
+    if envelope is not None:
+        print(f"outside the envelope (Crius decides): {outside:,} of {total:,} decisions")
     result = env.episode_result()
     assert result is not None
     s = result.summary

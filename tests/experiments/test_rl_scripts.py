@@ -242,3 +242,15 @@ def test_agent_actions_compares_the_reference_policy_with_its_guide():
     assert "| guide | agent | same action | decisions |" in out.stdout
     rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| ")][2:]
     assert rows and all(int(r[4].replace(",", "")) > 0 for r in rows)
+    assert "envelope" in out.stdout and "outside the envelope (Crius decides):" in out.stdout
+    bare = run(
+        "experiments/agent_actions.py",
+        "--policy",
+        str(policy),
+        "--scenario",
+        "tiny",
+        "--deployment",
+        "none",
+    )
+    assert bare.returncode == 0, bare.stderr
+    assert "bare network" in bare.stdout and "outside the envelope" not in bare.stdout
