@@ -4,7 +4,9 @@ A Cell needs ``num_nodes`` nodes of its GPU type with ``gpus_per_node`` free GPU
 allocator picks nodes best-fit: the nodes with the fewest free GPUs that still fit, then the
 lowest index — consolidating jobs and keeping whole nodes free for multi-node Cells, like the
 "fill whole nodes" preference of the Crius placement.  State is one integer array of free GPUs
-per node and type, so a policy can copy it cheaply to plan several actions.
+per node and type, so a policy can copy it cheaply to plan several actions, and per type a
+histogram of nodes by free GPUs, so a fit check costs at most a node's GPUs in additions
+whatever the cluster's size.
 """
 
 from __future__ import annotations
@@ -63,12 +65,18 @@ class Allocator:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._capacity = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
-        # One array for all nodes (groups in order) with a view per type: readers that want
+        # One array for all nodes (groups in order), each type a slice of it: readers that want
         # every node (FitIndex) take it in one call, and a copy is one array copy.
         self._all = np.concatenate(
             [np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64) for g in cluster.groups]
         )
-        self._free = self._views(self._all)
+        self._span: dict[str, tuple[int, int]] = {}  # type -> (first node, end) in _all
+        start = 0
+        for g in cluster.groups:
+            self._span[g.gpu_type] = (start, start + g.num_nodes)
+            start += g.num_nodes
+        # _hist[t][f]: nodes of type t with exactly f free GPUs (kept by every change).
+        self._hist = {g.gpu_type: [0] * g.gpus_per_node + [g.num_nodes] for g in cluster.groups}
         self._total = {g.gpu_type: g.num_gpus for g in cluster.groups}
         self._num_gpus = cluster.num_gpus
         self._free_total = dict(self._total)
@@ -80,35 +88,33 @@ class Allocator:
         other._capacity = self._capacity
         other._total = self._total
         other._num_gpus = self._num_gpus
+        other._span = self._span
         other._all = self._all.copy()
-        other._free = other._views(other._all)
+        other._hist = {t: h.copy() for t, h in self._hist.items()}
         other._free_total = dict(self._free_total)
         return other
 
     def __deepcopy__(self, memo: dict[int, object]) -> Allocator:
-        # The per-type arrays are views into one array: a generic deep copy would copy them
-        # apart, and the copy's placements would stop updating its totals.
+        # A generic deep copy would also copy the cluster and the shared tables.
         return self.copy()
 
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        del state["_free"]  # views: rebuilt from the one array on unpickling
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self._free = self._views(self._all)
-
-    def _views(self, all_nodes: np.ndarray) -> dict[str, np.ndarray]:
-        views, start = {}, 0
-        for g in self.cluster.groups:
-            views[g.gpu_type] = all_nodes[start : start + g.num_nodes]
-            start += g.num_nodes
-        return views
+    def _nodes(self, gpu_type: str) -> np.ndarray:
+        """Free GPUs per node of a type: a writable view into the one array."""
+        start, end = self._span[gpu_type]
+        return self._all[start:end]
 
     def free_gpus(self, gpu_type: str) -> int:
         """Free GPUs of a type."""
         return self._free_total[gpu_type]
+
+    def capacity(self, gpu_type: str) -> int:
+        """GPUs per node of a type (0 for a type the cluster does not have)."""
+        return self._capacity.get(gpu_type, 0)
+
+    def nodes_with(self, gpu_type: str, gpus_per_node: int) -> int:
+        """Nodes of a type with at least ``gpus_per_node`` free GPUs (0 for an unknown type)."""
+        hist = self._hist.get(gpu_type)
+        return 0 if hist is None else sum(hist[gpus_per_node:])
 
     def total_gpus(self, gpu_type: str) -> int:
         """GPUs of a type."""
@@ -122,21 +128,20 @@ class Allocator:
 
     def free_per_node(self, gpu_type: str) -> np.ndarray:
         """Read-only view of free GPUs per node of a type."""
-        view = self._free[gpu_type].view()
+        view = self._nodes(gpu_type)
         view.flags.writeable = False
         return view
 
     def _candidate_free(self, cell: Cell) -> np.ndarray | None:
         """Free GPUs per node of the Cell's type, or None when the totals alone rule it out."""
-        free = self._free.get(cell.gpu_type)
-        if free is None:
+        if cell.gpu_type not in self._span:
             return None
         lay = cell.layout
         if lay.gpus_per_node > self._capacity[cell.gpu_type]:
             return None
         if self._free_total[cell.gpu_type] < lay.num_gpus:
             return None
-        return free
+        return self._nodes(cell.gpu_type)
 
     def _choose(self, cell: Cell) -> list[int] | None:
         """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
@@ -144,27 +149,25 @@ class Allocator:
         if free is None:
             return None
         lay = cell.layout
-        cap = self._capacity[cell.gpu_type]
-        if lay.num_nodes == 1:
-            # Best fit on one node without a sort: the fewest free GPUs that still fit (argmin
-            # takes the lowest index among ties), nodes that do not fit masked above capacity.
-            masked = np.where(free >= lay.gpus_per_node, free, cap + 1)
-            node = int(masked.argmin())
-            return None if masked[node] > cap else [node]
-        fits = np.flatnonzero(free >= lay.gpus_per_node)
-        if len(fits) < lay.num_nodes:
+        hist = self._hist[cell.gpu_type]
+        if sum(hist[lay.gpus_per_node :]) < lay.num_nodes:
             return None
+        if lay.num_nodes == 1:
+            # Best fit on one node: the fewest free GPUs that still fit (from the histogram),
+            # then the lowest index with that many (argmax takes the first).
+            f = next(f for f in range(lay.gpus_per_node, len(hist)) if hist[f])
+            return [int((free == f).argmax())]
+        fits = np.flatnonzero(free >= lay.gpus_per_node)
         # Best fit: fewest free GPUs first, then lowest index (stable sort keeps index order).
         order = np.argsort(free[fits], kind="stable")
         return sorted(fits[order[: lay.num_nodes]].tolist())
 
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs now."""
-        free = self._candidate_free(cell)
-        if free is None:
+        if self._candidate_free(cell) is None:
             return False
         lay = cell.layout
-        return int(np.count_nonzero(free >= lay.gpus_per_node)) >= lay.num_nodes
+        return sum(self._hist[cell.gpu_type][lay.gpus_per_node :]) >= lay.num_nodes
 
     def fits_after_release(self, cell: Cell, placement: Placement) -> bool:
         """Whether the Cell would fit once ``placement``'s GPUs are free again.
@@ -176,11 +179,11 @@ class Allocator:
         """
         if cell.gpu_type != placement.gpu_type:
             return self.can_place(cell)
-        free = self._free.get(cell.gpu_type)
         lay = cell.layout
-        if free is None or lay.gpus_per_node > self._capacity[cell.gpu_type]:
+        if cell.gpu_type not in self._span or lay.gpus_per_node > self._capacity[cell.gpu_type]:
             return False
-        already = int(np.count_nonzero(free >= lay.gpus_per_node))
+        free = self._nodes(cell.gpu_type)
+        already = sum(self._hist[cell.gpu_type][lay.gpus_per_node :])
         own = free[list(placement.nodes)].tolist()
         gained = released_node_gain(own, placement.gpus_per_node, lay.gpus_per_node)
         return already + gained >= lay.num_nodes
@@ -191,38 +194,36 @@ class Allocator:
         if nodes is None:
             return None
         g = cell.layout.gpus_per_node
-        free = self._free[cell.gpu_type]
-        if len(nodes) == 1:
-            free[nodes[0]] -= g
-        else:
-            free[np.asarray(nodes, dtype=np.int64)] -= g
-        self._free_total[cell.gpu_type] -= len(nodes) * g
+        self._change(cell.gpu_type, nodes, -g)
         return Placement(cell.gpu_type, tuple(nodes), g)
 
     def take(self, placement: Placement) -> None:
         """Take exactly the GPUs of ``placement`` (they must be free)."""
-        free = self._free[placement.gpu_type]
-        idx = np.asarray(placement.nodes, dtype=np.int64)
-        if (free[idx] < placement.gpus_per_node).any():
+        free = self._nodes(placement.gpu_type)
+        if any(free[n] < placement.gpus_per_node for n in placement.nodes):
             raise RuntimeError(f"GPUs of {placement} are not free")
-        free[idx] -= placement.gpus_per_node
-        self._free_total[placement.gpu_type] -= placement.num_gpus
+        self._change(placement.gpu_type, placement.nodes, -placement.gpus_per_node)
 
     def release(self, placement: Placement) -> None:
         """Return a placement's GPUs."""
-        free = self._free[placement.gpu_type]
+        free = self._nodes(placement.gpu_type)
         cap = self._capacity[placement.gpu_type]
-        if len(placement.nodes) == 1:  # most Cells: scalar arithmetic, no index array
-            node = placement.nodes[0]
-            free[node] += placement.gpus_per_node
-            over = free[node] > cap
-        else:
-            idx = np.asarray(placement.nodes, dtype=np.int64)
-            free[idx] += placement.gpus_per_node
-            over = (free[idx] > cap).any()
-        if over:
+        if any(free[n] + placement.gpus_per_node > cap for n in placement.nodes):
             raise RuntimeError(f"released more GPUs than node capacity: {placement}")
-        self._free_total[placement.gpu_type] += placement.num_gpus
+        self._change(placement.gpu_type, placement.nodes, placement.gpus_per_node)
+
+    def _change(self, gpu_type: str, nodes: Iterable[int], delta: int) -> None:
+        """Add ``delta`` free GPUs on each of ``nodes`` (checked by the caller)."""
+        start = self._span[gpu_type][0]
+        free, hist = self._all, self._hist[gpu_type]
+        count = 0
+        for n in nodes:
+            f = int(free[start + n])
+            free[start + n] = f + delta
+            hist[f] -= 1
+            hist[f + delta] += 1
+            count += 1
+        self._free_total[gpu_type] += count * delta
 
     def busy_gpus(self) -> int:
         """GPUs allocated, all types."""

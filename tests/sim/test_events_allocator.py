@@ -43,6 +43,12 @@ def test_best_fit_consolidates_and_respects_layout():
     assert a.can_place(Cell("a100-40gb", Layout(1, 2), 1))
 
 
+def _best_fit(free: list[int], nodes: int, gpus_per_node: int) -> tuple[int, ...] | None:
+    """The allocator's rule by brute force: fewest free GPUs that fit, then lowest index."""
+    fits = sorted((f, i) for i, f in enumerate(free) if f >= gpus_per_node)
+    return tuple(sorted(i for _, i in fits[:nodes])) if len(fits) >= nodes else None
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -63,7 +69,11 @@ def test_allocation_invariants(ops):
             a.release(held.pop(0))
         else:
             for t in ("a40", "a10"):
-                p = a.place(Cell(t, Layout(nodes, gpn), 1))
+                cell = Cell(t, Layout(nodes, gpn), 1)
+                expected = _best_fit(a.free_per_node(t).tolist(), nodes, gpn)
+                assert a.can_place(cell) == (expected is not None)
+                p = a.place(cell)
+                assert (p.nodes if p else None) == expected
                 if p is not None:
                     held.append(p)
                     assert len(set(p.nodes)) == len(p.nodes) and p.gpu_type == t
@@ -72,6 +82,8 @@ def test_allocation_invariants(ops):
             used = sum(p.num_gpus for p in held if p.gpu_type == g.gpu_type)
             assert (free >= 0).all() and (free <= g.gpus_per_node).all()
             assert int(free.sum()) + used == g.num_gpus == a.free_gpus(g.gpu_type) + used
+            for need in range(g.gpus_per_node + 2):  # the histogram behind the fit checks
+                assert a.nodes_with(g.gpu_type, need) == int((free >= need).sum())
         every = a.free_per_node_all()  # groups in order, the same numbers as per type
         assert every.tolist() == [n for g in cluster.groups for n in a.free_per_node(g.gpu_type)]
         assert a.busy_gpus() == sum(p.num_gpus for p in held)

@@ -6,9 +6,8 @@ Part of :mod:`crius_gym.policies.crius` (its docstring has the algorithm).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from crius_gym.perf.cell import Cell
 from crius_gym.policies.crius.ledger import Held, Ledger
 from crius_gym.policies.crius.options import BOUND_SLACK_SAMPLES_S, TIE_SAMPLES_S, CriusOptions
 from crius_gym.policies.crius.speeds import FitMemo, Option
@@ -17,7 +16,7 @@ from crius_gym.sim.allocator import Allocator
 # Pass 2: admission with the bounded downgrade search
 
 
-@dataclass
+@dataclass(slots=True)
 class _Node:
     """A state of the downgrade search: changes to running jobs and the new job's quota."""
 
@@ -29,12 +28,16 @@ class _Node:
     changed: frozenset[int]
 
     def key(self) -> _Key:
-        return frozenset((i, o.cell) for i, o in self.changes), self.quota
+        return frozenset((i, id(o)) for i, o in self.changes), self.quota
+
+    def with_quota(self, quota: tuple[str, int]) -> _Node:
+        """The same changes with the new job at another quota (the allocation is shared)."""
+        return _Node(self.alloc, self.changes, quota, self.delta, self.fit, self.changed)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Step:
-    """A change to one running job from a search state, not yet applied."""
+    """A change to one running job from a search state, not yet applied (never mutated)."""
 
     parent: _Node
     delta: float  # the resulting state's summed throughput change, as :meth:`apply` gives
@@ -43,8 +46,8 @@ class _Step:
 
     def key(self) -> _Key:
         """The key of the state it leads to."""
-        pairs = [(i, o.cell) for i, o in self.parent.changes]
-        pairs.append((self.victim.index, self.option.cell))
+        pairs = [(i, id(o)) for i, o in self.parent.changes]
+        pairs.append((self.victim.index, id(self.option)))
         return frozenset(pairs), self.parent.quota
 
     def apply(self) -> _Node:
@@ -64,8 +67,10 @@ class _Step:
         )
 
 
-# A search state's identity: its changes to running jobs and the new job's quota.
-_Key = tuple[frozenset[tuple[int, Cell]], tuple[str, int]]
+# A search state's identity: its changes to running jobs and the new job's quota.  A change is
+# (job, id of its Option): a job's Options at a (type, count) are one cached tuple in the
+# SpeedTable, so within a search an Option's identity is its Cell, and needs no Cell hash.
+_Key = tuple[frozenset[tuple[int, int]], tuple[str, int]]
 # A victim step: the state's throughput change after it, the victim and its new Cell.
 _Pick = tuple[float, Held, Option]
 
@@ -240,7 +245,7 @@ class _DowngradeSearch:
             and self.speeds.options(self.job, gpu_type, n // 2)
             and not hopeless(node.delta, (gpu_type, n // 2))
         ):
-            yield replace(node, quota=(gpu_type, n // 2))
+            yield node.with_quota((gpu_type, n // 2))
         victim_types = [gpu_type]
         if self.opts.type_change:
             for other in self.speeds.gpu_types:
@@ -248,7 +253,7 @@ class _DowngradeSearch:
                     continue
                 if node.alloc.free_gpus(other) >= n:
                     if not hopeless(node.delta, (other, n)):
-                        yield replace(node, quota=(other, n))
+                        yield node.with_quota((other, n))
                 elif remaining >= 2:
                     victim_types.append(other)  # free it first, move the new job next step
         for vt in victim_types:
@@ -273,7 +278,8 @@ class _DowngradeSearch:
                 break  # ranked by best-case loss: nothing below can lose less
             if index in node.changed:
                 continue
-            opt = self.speeds.first_fit_released(node.fit, h.placement, h.job, h.num_gpus // 2)
+            assert h.victim_bounds is not None  # set by the ranking
+            opt = node.fit.first_released(h.placement, h.victim_bounds.half)
             if opt is None:
                 continue
             loss = h.throughput - opt.throughput
@@ -286,14 +292,13 @@ class _DowngradeSearch:
     def _move_victim(self, node: _Node, gpu_type: str) -> _Pick | None:
         """Move a running job of a type to the other type where it fares best."""
         victims = self.ledger.victims(gpu_type)
-        best_at = self.speeds.best_throughput
         free = {u: node.alloc.free_gpus(u) for u in victims.others}
         lacking = max(1, node.quota[1] - node.alloc.free_gpus(gpu_type))
         best: tuple[int, float, int, Held, Option] | None = None
         move, count_end = victims.move, victims.count_end
         k = victims.movable_from(max(free.values(), default=0))
         while k < len(move):
-            neg_n, neg_bound, index, h = move[k]
+            neg_n, neg_bound, index, h, targets = move[k]
             freed = min(-neg_n, lacking)
             if best is not None:
                 if freed < best[0]:
@@ -304,16 +309,12 @@ class _DowngradeSearch:
             k += 1
             if index in node.changed:
                 continue
-            for u in victims.others:
+            for u, bound, options in targets:
                 if free[u] < h.num_gpus:
                     continue
-                if (
-                    best is not None
-                    and freed == best[0]
-                    and best_at(h.job, u, h.num_gpus) - h.throughput <= best[1]
-                ):
+                if best is not None and freed == best[0] and bound <= best[1]:
                     continue  # even its fastest Cell there would not beat the best move
-                opt = self.speeds.first_fit(node.fit, h.job, u, h.num_gpus)
+                opt = node.fit.first(options)
                 if opt is None:
                     continue
                 change = opt.throughput - h.throughput

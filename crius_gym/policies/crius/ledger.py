@@ -39,9 +39,7 @@ class Held:
     # Its bounds as a downgrade-search victim (:func:`_victim_bounds`), computed when first
     # needed; a record's Cell and speed never change (a change makes a new record, and
     # ``replace`` does not copy this field).
-    victim_bounds: tuple[float | None, float | None] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    victim_bounds: VictimBounds | None = field(default=None, init=False, repr=False, compare=False)
 
 
 class _TypeJobs:
@@ -268,17 +266,43 @@ class Ledger:
         return max(0.0, h.job.iterations - done)
 
 
-def _victim_bounds(speeds: SpeedTable, h: Held) -> tuple[float | None, float | None]:
-    """A running job's best-case loss when halved and best-case change when moved (samples/s).
+# A move target of a running job: another type with Cells at its count, the best-case change
+# there (samples/s) and those Cells.
+_Target = tuple[str, float, tuple[Option, ...]]
 
-    None where the step is impossible (no Cell at half the count, or at the count elsewhere).
+
+@dataclass(frozen=True)
+class VictimBounds:
+    """A running job as a downgrade-search victim: what each step could give, best case.
+
+    Attributes:
+        shrink_loss: best-case loss when halved, samples/s (None: no Cell at half the count).
+        half: its Cells at half the count on its type.
+        move_change: best-case change when moved to another type at the same count, samples/s
+            (None: no Cell there).
+        targets: those types in cluster order, each with its best-case change and Cells.
     """
+
+    shrink_loss: float | None
+    half: tuple[Option, ...]
+    move_change: float | None
+    targets: tuple[_Target, ...]
+
+
+def _victim_bounds(speeds: SpeedTable, h: Held) -> VictimBounds:
+    """A running job's bounds as a victim."""
     t, n = h.cell.gpu_type, h.num_gpus
     loss = None
-    if n >= 2 and speeds.options(h.job, t, n // 2):
+    half = speeds.options(h.job, t, n // 2) if n >= 2 else ()
+    if half:
         loss = h.throughput - speeds.best_throughput(h.job, t, n // 2)
-    bound = speeds.best_elsewhere(h.job, t, n)
-    return loss, (bound - h.throughput if bound > 0 else None)
+    targets = []
+    for u in speeds.gpu_types:
+        options = speeds.options(h.job, u, n) if u != t else ()
+        if options:
+            targets.append((u, speeds.best_throughput(h.job, u, n) - h.throughput, options))
+    change = max((c for _, c, _ in targets), default=None)
+    return VictimBounds(loss, half, change, tuple(targets))
 
 
 class _Victims:
@@ -286,7 +310,8 @@ class _Victims:
 
     ``shrink`` holds, per GPU count, the jobs whose half count has a feasible Cell, by their
     best-case loss (samples/s) then arrival; ``move`` holds the jobs with a feasible Cell on
-    another type at the same count, by count (descending), best-case gain, arrival.  Exact
+    another type at the same count, by count (descending), best-case gain, arrival, each with
+    its target types and their best-case changes.  Exact
     checks on a search state then stop as soon as no later entry can beat the best found.
     """
 
@@ -294,16 +319,15 @@ class _Victims:
         self.gpu_type = gpu_type
         self.others = [t for t in speeds.gpu_types if t != gpu_type]
         shrink: dict[int, list[tuple[float, int, Held]]] = {}
-        move: list[tuple[int, float, int, Held]] = []
+        move: list[tuple[int, float, int, Held, tuple[_Target, ...]]] = []
         for h in jobs:
             bounds = h.victim_bounds
             if bounds is None:
                 bounds = h.victim_bounds = _victim_bounds(speeds, h)
-            loss, change = bounds
-            if loss is not None:
-                shrink.setdefault(h.num_gpus, []).append((loss, h.index, h))
-            if change is not None:
-                move.append((-h.num_gpus, -change, h.index, h))
+            if bounds.shrink_loss is not None:
+                shrink.setdefault(h.num_gpus, []).append((bounds.shrink_loss, h.index, h))
+            if bounds.move_change is not None:
+                move.append((-h.num_gpus, -bounds.move_change, h.index, h, bounds.targets))
         # Bounds over every entry, for skipping last-step search states that cannot win.
         self.least_shrink_loss = min((e[0] for v in shrink.values() for e in v), default=np.inf)
         self.best_move_change = max((-e[1] for e in move), default=-np.inf)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.plan import Layout
@@ -36,36 +34,60 @@ class Option:
 class FitMemo:
     """Fit checks on an allocation that does not change while the memo is used.
 
-    ``can_place`` is memoised per (GPU type, layout); fits after releasing a placement use the
-    count of nodes with enough free GPUs, memoised per (GPU type, GPUs per node), corrected on
-    the released placement's own nodes only, so no allocator copy is needed.
+    Both checks count the nodes of a type with at least ``g`` free GPUs, memoised per
+    (GPU type, ``g``): a ``k × g`` layout fits iff at least ``k`` nodes have ``g`` free (as
+    :meth:`Allocator.can_place`), and after releasing a placement the count is corrected on
+    the placement's own nodes only (as :meth:`Allocator.fits_after_release`), so no allocator
+    copy is needed.
     """
 
     def __init__(self, alloc: Allocator) -> None:
         self.alloc = alloc
-        self._fits: dict[tuple[str, Layout], bool] = {}
         self._nodes_with: dict[tuple[str, int], int] = {}
+        self._lists: dict[str, list[int]] = {}
 
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs (as :meth:`Allocator.can_place`)."""
-        key = (cell.gpu_type, cell.layout)
-        hit = self._fits.get(key)
-        if hit is None:
-            hit = self._fits[key] = self.alloc.can_place(cell)
-        return hit
+        lay = cell.layout
+        g = lay.gpus_per_node
+        if g > self.alloc.capacity(cell.gpu_type):
+            return False
+        return self._count(cell.gpu_type, g) >= lay.num_nodes
 
     def _count(self, gpu_type: str, gpus_per_node: int) -> int:
         key = (gpu_type, gpus_per_node)
         hit = self._nodes_with.get(key)
         if hit is None:
-            free = self.alloc.free_per_node(gpu_type)
-            hit = self._nodes_with[key] = int(np.count_nonzero(free >= gpus_per_node))
+            hit = self._nodes_with[key] = self.alloc.nodes_with(gpu_type, gpus_per_node)
         return hit
+
+    def _free_list(self, gpu_type: str) -> list[int]:
+        # Python ints per node, read once per type: a placement's few nodes are then indexed
+        # without a numpy call per check.
+        hit = self._lists.get(gpu_type)
+        if hit is None:
+            hit = self._lists[gpu_type] = self.alloc.free_per_node(gpu_type).tolist()
+        return hit
+
+    def first(self, options: tuple[Option, ...]) -> Option | None:
+        """The first of ``options`` whose Cell fits in the free GPUs."""
+        for opt in options:
+            if self.can_place(opt.cell):
+                return opt
+        return None
+
+    def first_released(self, placement: Placement, options: tuple[Option, ...]) -> Option | None:
+        """The first of ``options`` (on ``placement``'s type) that fits once it is released."""
+        for opt in options:
+            if self.fits_released(placement, opt.cell.layout):
+                return opt
+        return None
 
     def fits_released(self, placement: Placement, layout: Layout) -> bool:
         """Whether ``layout`` fits on ``placement``'s type once ``placement`` is released."""
         g = layout.gpus_per_node
-        own = self.alloc.free_per_node(placement.gpu_type)[list(placement.nodes)].tolist()
+        free = self._free_list(placement.gpu_type)
+        own = [free[node] for node in placement.nodes]
         gained = released_node_gain(own, placement.gpus_per_node, g)  # the allocator's rule
         return self._count(placement.gpu_type, g) + gained >= layout.num_nodes
 
@@ -167,7 +189,10 @@ class SpeedTable:
         self, free: Allocator | FitMemo, job: Job, gpu_type: str, num_gpus: int
     ) -> Option | None:
         """The first option (fewest nodes) that fits in the free GPUs."""
-        for opt in self.options(job, gpu_type, num_gpus):
+        options = self.options(job, gpu_type, num_gpus)
+        if isinstance(free, FitMemo):
+            return free.first(options)
+        for opt in options:
             if free.can_place(opt.cell):
                 return opt
         return None
@@ -176,10 +201,7 @@ class SpeedTable:
         self, free: FitMemo, placement: Placement, job: Job, num_gpus: int
     ) -> Option | None:
         """The first option on ``placement``'s type that fits once ``placement`` is released."""
-        for opt in self.options(job, placement.gpu_type, num_gpus):
-            if free.fits_released(placement, opt.cell.layout):
-                return opt
-        return None
+        return free.first_released(placement, self.options(job, placement.gpu_type, num_gpus))
 
     def quota(self, job: Job, snapshot: Snapshot) -> tuple[str, int] | None:
         """The job's starting (GPU type, count); None when no Cell can ever hold it.
