@@ -72,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.trace
         else sc.own_trace(tuner=env.tuner)
     )
-    margin, envelope = recorded_deployment(path) if args.deployment == "recorded" else (0.0, None)
+    margin, envelope = (
+        recorded_deployment(path, meta) if args.deployment == "recorded" else (0.0, None)
+    )
     actor = GreedyActor(model, margin, envelope)
     counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
     outside = 0

@@ -271,14 +271,21 @@ def deployed_envelope(meta: dict[str, Any]) -> int | None:
     return value
 
 
-def recorded_deployment(model_path: Path) -> tuple[float, int | None]:
+def recorded_deployment(
+    model_path: Path, meta: dict[str, Any] | None = None
+) -> tuple[float, int | None]:
     """The guide margin and envelope a saved policy's ``metadata.yaml`` records.
+
+    Args:
+        model_path: the saved model.
+        meta: its metadata when the caller has already read it (read from the file if None).
 
     Raises:
         PolicyCompatibilityError: the file's ``deployment`` block is malformed (naming the file
             and the field).
     """
-    meta = read_metadata(model_path)
+    if meta is None:
+        meta = read_metadata(model_path)
     try:
         return deployed_margin(meta), deployed_envelope(meta)
     except ConfigError as exc:

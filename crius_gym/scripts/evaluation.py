@@ -132,7 +132,7 @@ def evaluate_scenario(
                     f"--policy: two policies are both labelled {name!r}; pass each once"
                 )
             if how == "recorded":
-                margin, envelope = recorded_deployment(path)
+                margin, envelope = recorded_deployment(path, meta)
             else:
                 margin, envelope = parse_margin(how), None
             agents.append((name, path, meta["env_config"], margin, envelope))

@@ -107,10 +107,6 @@ class Allocator:
         """Free GPUs of a type."""
         return self._free_total[gpu_type]
 
-    def capacity(self, gpu_type: str) -> int:
-        """GPUs per node of a type (0 for a type the cluster does not have)."""
-        return self._capacity.get(gpu_type, 0)
-
     def nodes_with(self, gpu_type: str, gpus_per_node: int) -> int:
         """Nodes of a type with at least ``gpus_per_node`` free GPUs (0 for an unknown type)."""
         hist = self._hist.get(gpu_type)
@@ -132,29 +128,16 @@ class Allocator:
         view.flags.writeable = False
         return view
 
-    def _candidate_free(self, cell: Cell) -> np.ndarray | None:
-        """Free GPUs per node of the Cell's type, or None when the totals alone rule it out."""
-        if cell.gpu_type not in self._span:
-            return None
-        lay = cell.layout
-        if lay.gpus_per_node > self._capacity[cell.gpu_type]:
-            return None
-        if self._free_total[cell.gpu_type] < lay.num_gpus:
-            return None
-        return self._nodes(cell.gpu_type)
-
     def _choose(self, cell: Cell) -> list[int] | None:
         """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
-        free = self._candidate_free(cell)
-        if free is None:
+        if not self.can_place(cell):
             return None
         lay = cell.layout
-        hist = self._hist[cell.gpu_type]
-        if sum(hist[lay.gpus_per_node :]) < lay.num_nodes:
-            return None
+        free = self._nodes(cell.gpu_type)
         if lay.num_nodes == 1:
             # Best fit on one node: the fewest free GPUs that still fit (from the histogram),
             # then the lowest index with that many (argmax takes the first).
+            hist = self._hist[cell.gpu_type]
             f = next(f for f in range(lay.gpus_per_node, len(hist)) if hist[f])
             return [int((free == f).argmax())]
         fits = np.flatnonzero(free >= lay.gpus_per_node)
@@ -163,11 +146,13 @@ class Allocator:
         return sorted(fits[order[: lay.num_nodes]].tolist())
 
     def can_place(self, cell: Cell) -> bool:
-        """Whether the Cell fits in the free GPUs now."""
-        if self._candidate_free(cell) is None:
-            return False
+        """Whether the Cell fits in the free GPUs now.
+
+        From the histogram alone: a ``k × g`` Cell fits iff ``k`` nodes have ``g`` free (none
+        do when ``g`` exceeds the type's node size, or for a type the cluster does not have).
+        """
         lay = cell.layout
-        return sum(self._hist[cell.gpu_type][lay.gpus_per_node :]) >= lay.num_nodes
+        return self.nodes_with(cell.gpu_type, lay.gpus_per_node) >= lay.num_nodes
 
     def fits_after_release(self, cell: Cell, placement: Placement) -> bool:
         """Whether the Cell would fit once ``placement``'s GPUs are free again.
@@ -180,11 +165,10 @@ class Allocator:
         if cell.gpu_type != placement.gpu_type:
             return self.can_place(cell)
         lay = cell.layout
-        if cell.gpu_type not in self._span or lay.gpus_per_node > self._capacity[cell.gpu_type]:
+        if cell.gpu_type not in self._span:
             return False
-        free = self._nodes(cell.gpu_type)
-        already = sum(self._hist[cell.gpu_type][lay.gpus_per_node :])
-        own = free[list(placement.nodes)].tolist()
+        already = self.nodes_with(cell.gpu_type, lay.gpus_per_node)
+        own = self._nodes(cell.gpu_type)[list(placement.nodes)].tolist()
         gained = released_node_gain(own, placement.gpus_per_node, lay.gpus_per_node)
         return already + gained >= lay.num_nodes
 

@@ -49,10 +49,7 @@ class FitMemo:
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs (as :meth:`Allocator.can_place`)."""
         lay = cell.layout
-        g = lay.gpus_per_node
-        if g > self.alloc.capacity(cell.gpu_type):
-            return False
-        return self._count(cell.gpu_type, g) >= lay.num_nodes
+        return self._count(cell.gpu_type, lay.gpus_per_node) >= lay.num_nodes
 
     def _count(self, gpu_type: str, gpus_per_node: int) -> int:
         key = (gpu_type, gpus_per_node)
