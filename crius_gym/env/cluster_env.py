@@ -18,7 +18,12 @@ import gymnasium as gym
 import numpy as np
 
 from crius_gym.env.config import EnvConfig
-from crius_gym.env.decision import CellSelector, DecisionState, build_decision_state
+from crius_gym.env.decision import (
+    CellSelector,
+    DecisionState,
+    build_decision_state,
+    express_next,
+)
 from crius_gym.env.features import ObservationEncoder
 from crius_gym.env.guide import Guide
 from crius_gym.env.reference import JobsInSystemIntegral
@@ -432,20 +437,63 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.guide is None or self._state is None:
             raise ConfigError("rollout_cost needs a guide")
         env = self._headless_copy()
-        a = action
-        while True:
-            _, _, term, trunc, _ = env.step(a)
-            if term or trunc:
-                break
-            proposal = env.guide_action()
-            a = self.config.num_actions - 1 if proposal is None else proposal
-        result = env.episode_result()
-        assert result is not None
+        _, _, term, trunc, _ = env.step(action)
+        if not (term or trunc):
+            env._follow_guide()
+        result = env.sim.result("agent")
         return sum(
             (j.finish_s if j.status == "finished" else result.summary.makespan_s) - j.arrival_s
             for j in result.jobs
             if j.status != "rejected" and j.arrival_s <= result.summary.makespan_s
         )
+
+    def _follow_guide(self) -> None:
+        """Run the episode to its end taking the guide's proposal at every decision.
+
+        The same run as stepping the env with :meth:`guide_action` until it ends (the same
+        plans, drops of proposals the env cannot express, rejections and instants), but
+        without building each decision's full state: :func:`express_next` looks at the
+        proposal's job only. Rewards and counters are not kept: for headless copies.
+
+        Raises:
+            RuntimeError: the guide waits while something could start and nothing is left to
+                wait for (stepping the env would repeat that decision for ever).
+        """
+        guide, sim, cfg = self.guide, self.sim, self.config
+        assert guide is not None
+        while True:
+            if sim.now_s != self._acted_at:
+                self._acted_at, self._acted = sim.now_s, set()
+            plan = guide.plan(sim)
+            if plan.rejects:  # as _build_state: applied at once, outside the agent's actions
+                sim.apply(plan.rejects)
+                plan.rejects = []
+            if plan.next is not None:
+                taken = express_next(sim, cfg, self.selector, self._acted, plan)
+                if taken is None:  # not an env action now: the env skips it
+                    guide.drop_next()
+                    continue
+                i = plan.order[0]
+                guide.followed(taken)
+                sim.apply([taken])
+                self._acted.add(i)
+                continue
+            if not sim.has_future_events:
+                state = self._build_state()
+                if state.has_choice:
+                    raise RuntimeError(
+                        f"rollout: the guide waits at t={sim.now_s:.0f} s with nothing to wait "
+                        "for while the env could act (are its proposals env actions? e.g. the "
+                        "env's tuning mode differs from the guide's)"
+                    )
+                self._state = state
+                return
+            going = sim.advance()
+            guide.invalidate()
+            if not going:
+                self._state = self._build_state()
+                return
+            sim.decisions += 1
 
     #: Episode fields a rollout needs besides the simulator and the guide.
     _ROLLOUT_FIELDS = (

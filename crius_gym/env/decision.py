@@ -24,6 +24,7 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.env.guide import GuidePlan
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell, CellEstimate
+from crius_gym.sim.actions import Action, Preempt, Reconfigure, Start
 from crius_gym.sim.allocator import Allocator, Placement, released_node_gain
 from crius_gym.sim.records import JobRecord
 from crius_gym.sim.simulator import Simulator
@@ -410,3 +411,61 @@ def build_decision_state(
         has_choice=fitting > 0 or any(map(any, run_rows)),
         plan=plan if cfg.guide_hint else None,
     )
+
+
+def express_next(
+    sim: Simulator,
+    cfg: EnvConfig,
+    selector: CellSelector,
+    acted: frozenset[int] | set[int],
+    plan: GuidePlan,
+) -> Action | None:
+    """The plan's next action as the env would take it now, or None where no env action can.
+
+    Equal to decoding the env action that expresses ``plan.next`` in
+    ``build_decision_state(sim, cfg, selector, acted, plan)`` (the same Cell object, so the
+    guide sees its own proposal taken), without building that state: only the next action's
+    job is looked at. A guide-following rollout (``CriusEnv.rollout_cost``) asks this at every
+    step, where the full state would cost most of its time. It relies on the plan's first job
+    always being shown: ``_select_window`` and ``_select_running`` put the plan's jobs first.
+    """
+    action = plan.next
+    if action is None:
+        return None
+    i = plan.order[0]  # the trace index of the next action's job
+    if isinstance(action, Start | Reconfigure) and action.tuning != cfg.tuning:
+        return None
+    if i in acted:  # changed at this instant: nothing more until time moves
+        return None
+    rec = sim.records[i]
+    if isinstance(action, Start):
+        if action.constraints is not None:
+            return None
+        cells, cands = selector.candidates(
+            rec.job.model, rec.job.global_batch, running=False, extra=plan.starts.get(i)
+        )
+        index = FitIndex(sim.allocator, selector.layout)
+        fits = index.fits_all(cands)
+        for j, ce in enumerate(cells):
+            if ce.cell == action.cell and fits[j]:
+                return Start(action.job_id, ce.cell, None, cfg.tuning)
+        return None
+    if not cfg.reconfigure or not isinstance(action, Preempt | Reconfigure):
+        return None
+    if not sim.holds_gpus(i):  # not running: not among the running jobs shown
+        return None
+    assert rec.placement is not None and rec.cell is not None
+    if isinstance(action, Preempt):
+        return action if sim.waiting_indices else None
+    if action.constraints is not None:
+        return None
+    cells, cands = selector.candidates(
+        rec.job.model, rec.job.global_batch, running=True, extra=plan.moves.get(i)
+    )
+    index = FitIndex(sim.allocator, selector.layout)
+    valid = index.fits_all_after_release(cands, rec.placement)
+    current = cands.slot_of.get(rec.cell)
+    for j, ce in enumerate(cells):
+        if ce.cell == action.cell and valid[j] and j != current:
+            return Reconfigure(action.job_id, ce.cell, None, cfg.tuning)
+    return None

@@ -213,7 +213,9 @@ class RowScorer(nn.Module):
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         """One logit per action."""
-        e = self._encode(features)
+        return self._actor(features, self._encode(features))
+
+    def _actor(self, features: torch.Tensor, e: dict[str, torch.Tensor]) -> torch.Tensor:
         lay = self.layout
         parts = [
             self._pair_logits(features, "cells", lay.jobs, e["job_emb"], e["ctx"], self.cell_score)
@@ -250,14 +252,26 @@ class RowScorer(nn.Module):
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         """Value latent."""
-        e = self._encode(features)
+        return self._critic(self._encode(features))
+
+    def _critic(self, e: dict[str, torch.Tensor]) -> torch.Tensor:
         best = (e["job_emb"] * e["jobs"][..., :1]).amax(1)
         out: torch.Tensor = self.value(torch.cat([e["ctx"], e["pooled"], best], 1))
         return out
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(actor logits, critic latent)."""
+        # Each head encodes the tables itself: sharing one encoding would sum the heads'
+        # gradients in another order, and training would no longer reproduce bit for bit.
         return self.forward_actor(features), self.forward_critic(features)
+
+    def forward_inference(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same (actor logits, critic latent) as :meth:`forward`, from one encoding.
+
+        For rollouts under ``torch.no_grad()``: half the encoder's work, the same numbers.
+        """
+        e = self._encode(features)
+        return self._actor(features, e), self._critic(e)
 
 
 class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):

@@ -53,8 +53,10 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+from torch.distributions import Distribution
 
 from crius_gym.errors import ConfigError
+from crius_gym.rl.networks import RowScorer
 from crius_gym.rl.rollout_pool import RolloutPool
 
 
@@ -292,7 +294,8 @@ class SequencePPO(MaskablePPO):
         while active:
             tensor, masks = self._batch(env, obs, active)
             with torch.no_grad():
-                actions, values, log_probs = self.policy(tensor, action_masks=masks)
+                actions, values, dist = self._act(tensor, masks)
+                log_probs = dist.log_prob(actions)
             acts = actions.cpu().numpy()
             infos, dones, still = [], [], []
             for row, i in enumerate(active):
@@ -325,6 +328,38 @@ class SequencePPO(MaskablePPO):
         callback.on_rollout_end()
         return True
 
+    def _act(self, tensor: Any, masks: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Sampled actions, values and the masked distribution, in one pass of the network.
+
+        The same numbers and the same random draws as ``policy(tensor, action_masks=masks)``
+        followed by ``policy.get_distribution(...)``, which would encode the tables three times
+        (the row scorer's heads each encode them in :meth:`RowScorer.forward`; see
+        :meth:`RowScorer.forward_inference`). Call under ``torch.no_grad()``.
+        """
+        p = self.policy
+        features = p.extract_features(tensor)
+        ext = p.mlp_extractor
+        if not p.share_features_extractor:
+            pi_features, vf_features = features
+            latent_pi, latent_vf = ext.forward_actor(pi_features), ext.forward_critic(vf_features)
+        elif isinstance(ext, RowScorer):
+            assert isinstance(features, torch.Tensor)
+            latent_pi, latent_vf = ext.forward_inference(features)
+        else:
+            latent_pi, latent_vf = ext(features)
+        values = p.value_net(latent_vf)
+        # Argument validation checks logits the network just made: off here, as a distribution
+        # costs two validations (built, then masked). Restored at once (torch's default is
+        # process-wide).
+        validate = Distribution._validate_args
+        Distribution.set_default_validate_args(False)
+        try:
+            dist: Any = p._get_action_dist_from_latent(latent_pi)
+            dist.apply_masking(masks)
+        finally:
+            Distribution.set_default_validate_args(validate)
+        return dist.get_actions(deterministic=False), values, dist
+
     def _batch(
         self, env: DummyVecEnv, obs: list[dict[str, np.ndarray]], active: list[int]
     ) -> tuple[Any, np.ndarray]:
@@ -351,8 +386,7 @@ class SequencePPO(MaskablePPO):
         while active:
             tensor, masks = self._batch(env, obs, active)
             with torch.no_grad():
-                actions, values, _ = self.policy(tensor, action_masks=masks)
-                dist: Any = self.policy.get_distribution(tensor, action_masks=masks)
+                actions, values, dist = self._act(tensor, masks)
                 # Categorical keeps normalised logits: the log-probabilities of every action.
                 log_all = dist.distribution.logits.cpu().numpy()
             acts = actions.cpu().numpy()
@@ -417,9 +451,9 @@ class SequencePPO(MaskablePPO):
         rms = float(np.sqrt(np.mean(adv**2)))
         if rms > 0:
             adv = adv / rms
-        values = np.array([s[2] for s in samples], dtype=np.float32)
+        returns = np.array([s[2] for s in samples], dtype=np.float32)  # = values: no critic target
         self.rollout_buffer = self._buffer(  # type: ignore[assignment]
-            [samples], [[values]], [[adv]]
+            [samples], [[returns]], [[adv]]
         )
         callback.on_rollout_end()
         return True

@@ -192,6 +192,10 @@ class Simulator:
         """Trace indices of jobs holding GPUs, in arrival order."""
         return sorted(self._active)
 
+    def holds_gpus(self, index: int) -> bool:
+        """Whether the job of trace index ``index`` holds GPUs now (one of ``active_indices``)."""
+        return index in self._active
+
     @property
     def records(self) -> Sequence[JobRecord]:
         """Job records by trace index (read-only use)."""
