@@ -441,15 +441,15 @@ def express_next(
     if isinstance(action, Start):
         if action.constraints is not None:
             return None
-        cells, cands = selector.candidates(
+        cells, _ = selector.candidates(
             rec.job.model, rec.job.global_batch, running=False, extra=plan.starts.get(i)
         )
-        index = FitIndex(sim.allocator, selector.layout)
-        fits = index.fits_all(cands)
-        for j, ce in enumerate(cells):
-            if ce.cell == action.cell and fits[j]:
-                return Start(action.job_id, ce.cell, None, cfg.tuning)
-        return None
+        # A job's candidate Cells are distinct: the first equal one is the one shown. The
+        # allocator's fit rule is the one FitIndex counts from its histograms.
+        ce = next((ce for ce in cells if ce.cell == action.cell), None)
+        if ce is None or not sim.allocator.can_place(ce.cell):
+            return None
+        return Start(action.job_id, ce.cell, None, cfg.tuning)
     if not cfg.reconfigure or not isinstance(action, Preempt | Reconfigure):
         return None
     if not sim.holds_gpus(i):  # not running: not among the running jobs shown
@@ -459,13 +459,12 @@ def express_next(
         return action if sim.waiting_indices else None
     if action.constraints is not None:
         return None
-    cells, cands = selector.candidates(
+    cells, _ = selector.candidates(
         rec.job.model, rec.job.global_batch, running=True, extra=plan.moves.get(i)
     )
-    index = FitIndex(sim.allocator, selector.layout)
-    valid = index.fits_all_after_release(cands, rec.placement)
-    current = cands.slot_of.get(rec.cell)
-    for j, ce in enumerate(cells):
-        if ce.cell == action.cell and valid[j] and j != current:
-            return Reconfigure(action.job_id, ce.cell, None, cfg.tuning)
-    return None
+    ce = next((ce for ce in cells if ce.cell == action.cell), None)
+    if ce is None or ce.cell == rec.cell:  # moving to the Cell it is on is no move
+        return None
+    if not sim.allocator.fits_after_release(ce.cell, rec.placement):
+        return None
+    return Reconfigure(action.job_id, ce.cell, None, cfg.tuning)

@@ -260,16 +260,15 @@ class RowScorer(nn.Module):
         return out
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actor logits, critic latent)."""
-        # Each head encodes the tables itself: sharing one encoding would sum the heads'
-        # gradients in another order, and training would no longer reproduce bit for bit.
-        return self.forward_actor(features), self.forward_critic(features)
+        """(actor logits, critic latent).
 
-    def forward_inference(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The same (actor logits, critic latent) as :meth:`forward`, from one encoding.
-
-        For rollouts under ``torch.no_grad()``: half the encoder's work, the same numbers.
+        Without gradients (rollouts) both heads share one encoding of the tables: the same
+        numbers for half the encoder's work. With gradients each head encodes them itself, as
+        before: a shared encoding would sum the heads' gradients in another order, and
+        training would no longer reproduce its earlier runs bit for bit.
         """
+        if torch.is_grad_enabled():
+            return self.forward_actor(features), self.forward_critic(features)
         e = self._encode(features)
         return self._actor(features, e), self._critic(e)
 

@@ -56,7 +56,6 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from torch.distributions import Distribution
 
 from crius_gym.errors import ConfigError
-from crius_gym.rl.networks import RowScorer
 from crius_gym.rl.rollout_pool import RolloutPool
 
 
@@ -332,21 +331,17 @@ class SequencePPO(MaskablePPO):
         """Sampled actions, values and the masked distribution, in one pass of the network.
 
         The same numbers and the same random draws as ``policy(tensor, action_masks=masks)``
-        followed by ``policy.get_distribution(...)``, which would encode the tables three times
-        (the row scorer's heads each encode them in :meth:`RowScorer.forward`; see
-        :meth:`RowScorer.forward_inference`). Call under ``torch.no_grad()``.
+        followed by ``policy.get_distribution(...)``, which would run the network twice.
+        Call under ``torch.no_grad()`` (the row scorer then encodes the tables once).
         """
         p = self.policy
         features = p.extract_features(tensor)
         ext = p.mlp_extractor
-        if not p.share_features_extractor:
+        if p.share_features_extractor:
+            latent_pi, latent_vf = ext(features)
+        else:
             pi_features, vf_features = features
             latent_pi, latent_vf = ext.forward_actor(pi_features), ext.forward_critic(vf_features)
-        elif isinstance(ext, RowScorer):
-            assert isinstance(features, torch.Tensor)
-            latent_pi, latent_vf = ext.forward_inference(features)
-        else:
-            latent_pi, latent_vf = ext(features)
         values = p.value_net(latent_vf)
         # Argument validation checks logits the network just made: off here, as a distribution
         # costs two validations (built, then masked). Restored at once (torch's default is

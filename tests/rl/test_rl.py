@@ -61,6 +61,26 @@ def test_row_scorer_is_permutation_equivariant(env):
     assert torch.allclose(a[-1], b[-1], atol=1e-5)  # WAIT does not depend on the order
 
 
+def test_row_scorer_without_gradients_gives_the_same_numbers():
+    """Rollouts share one encoding between the heads; training encodes per head: same outputs."""
+    torch.manual_seed(0)
+    model = tiny_model()
+    e = CriusEnv("tiny")
+    obs, _ = e.reset(seed=0)
+    batch = {key: torch.as_tensor(np.stack([v, v * 0.5])).float() for key, v in obs.items()}
+    pol = model.policy
+    ext = pol.mlp_extractor
+    for module in (ext.cell_score, ext.wait_score):  # non-zero scorers: logits that vary
+        torch.nn.init.normal_(module[-1].weight)
+    features = pol.extract_features(batch)
+    with_grad = ext(features)
+    with torch.no_grad():
+        without = ext(features)
+    assert with_grad[0].requires_grad and not without[0].requires_grad
+    for a, b in zip(with_grad, without, strict=True):
+        assert torch.equal(a.detach(), b)
+
+
 @pytest.mark.parametrize("policy", ["fcfs", "random", "crius"])
 def test_heuristic_through_env_matches_simulator(policy):
     """Parity: every decision the env can express goes through it, the rest beside it."""
