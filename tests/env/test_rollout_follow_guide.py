@@ -4,8 +4,9 @@
 ``express_next`` for the proposal's env action instead of building every decision's full state.
 The reference here is the plain loop through the public API: a deep copy of the env stepped with
 ``guide_action()`` until it ends. Settings that make the guide's proposals fall outside the
-env's actions (a small window, few Cells, no running-job block, another tuning mode) exercise
-the drops; ``stop_at_every_event`` and the throughput reward change how the env stops.
+env's actions (a small window, few Cells, no running-job block, another Cell selection)
+exercise the drops; ``stop_at_every_event`` and the throughput reward change how the env stops.
+An env whose tuning mode differs from the guide's can take none of its Starts: an error.
 """
 
 from __future__ import annotations
