@@ -25,7 +25,7 @@ from crius_gym.env.decision import (
     express_next,
 )
 from crius_gym.env.features import ObservationEncoder
-from crius_gym.env.guide import Guide
+from crius_gym.env.guide import Guide, GuidePlan
 from crius_gym.env.reference import JobsInSystemIntegral
 from crius_gym.env.render import render_cluster
 from crius_gym.errors import ConfigError
@@ -324,18 +324,28 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 self._state = self._build_state()
                 return reward, True
 
-    def _build_state(self) -> DecisionState:
+    def _start_instant(self) -> None:
+        """Forget the jobs acted on once time has moved (one change per job per instant)."""
         if self.sim.now_s != self._acted_at:
             self._acted_at, self._acted = self.sim.now_s, set()
+
+    def _guide_plan(self) -> GuidePlan:
+        """The guide's plan now, its rejections applied (jobs it can never run: not a choice)."""
+        assert self.guide is not None
+        plan = self.guide.plan(self.sim)
+        if plan.rejects:
+            self.sim.apply(plan.rejects)
+            plan.rejects = []
+        return plan
+
+    def _build_state(self) -> DecisionState:
+        self._start_instant()
         acted = frozenset(self._acted)
         guide = self.guide
         if guide is None:
             return build_decision_state(self.sim, self.config, self.selector, acted)
         while True:
-            plan = guide.plan(self.sim)
-            if plan.rejects:  # jobs the guide can never run: not a choice, applied at once
-                self.sim.apply(plan.rejects)
-                plan.rejects = []
+            plan = self._guide_plan()
             state = build_decision_state(self.sim, self.config, self.selector, acted, plan)
             nxt = plan.next
             if nxt is None or self._index_in(state, nxt) is not None:
@@ -462,12 +472,8 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         guide, sim, cfg = self.guide, self.sim, self.config
         assert guide is not None
         while True:
-            if sim.now_s != self._acted_at:
-                self._acted_at, self._acted = sim.now_s, set()
-            plan = guide.plan(sim)
-            if plan.rejects:  # as _build_state: applied at once, outside the agent's actions
-                sim.apply(plan.rejects)
-                plan.rejects = []
+            self._start_instant()
+            plan = self._guide_plan()
             if plan.next is not None:
                 taken = express_next(sim, cfg, self.selector, self._acted, plan)
                 if taken is None:  # not an env action now: the env skips it
