@@ -3,10 +3,10 @@
 A Cell needs ``num_nodes`` nodes of its GPU type with ``gpus_per_node`` free GPUs each.  The
 allocator picks nodes best-fit: the nodes with the fewest free GPUs that still fit, then the
 lowest index — consolidating jobs and keeping whole nodes free for multi-node Cells, like the
-"fill whole nodes" preference of the Crius placement.  State is one integer array of free GPUs
-per node and type, so a policy can copy it cheaply to plan several actions, and per type a
-histogram of nodes by free GPUs, so a fit check costs at most a node's GPUs in additions
-whatever the cluster's size.
+"fill whole nodes" preference of the Crius placement.  State is one list of free GPUs per node
+(every type), so a policy can copy it cheaply to plan several actions, and per type a histogram
+of nodes by free GPUs, so a fit check costs at most a node's GPUs in additions whatever the
+cluster's size.
 """
 
 from __future__ import annotations
@@ -65,11 +65,10 @@ class Allocator:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._capacity = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
-        # One array for all nodes (groups in order), each type a slice of it: readers that want
-        # every node (FitIndex) take it in one call, and a copy is one array copy.
-        self._all = np.concatenate(
-            [np.full(g.num_nodes, g.gpus_per_node, dtype=np.int64) for g in cluster.groups]
-        )
+        # One Python list for all nodes (groups in order), each type a span of it: a copy is one
+        # list copy, and the planners' many single-node reads and writes stay plain list
+        # indexing (numpy scalar access costs several times more at these sizes).
+        self._all: list[int] = [g.gpus_per_node for g in cluster.groups for _ in range(g.num_nodes)]
         self._span: dict[str, tuple[int, int]] = {}  # type -> (first node, end) in _all
         start = 0
         for g in cluster.groups:
@@ -98,11 +97,6 @@ class Allocator:
         # A generic deep copy would also copy the cluster and the shared tables.
         return self.copy()
 
-    def _nodes(self, gpu_type: str) -> np.ndarray:
-        """Free GPUs per node of a type: a writable view into the one array."""
-        start, end = self._span[gpu_type]
-        return self._all[start:end]
-
     def free_gpus(self, gpu_type: str) -> int:
         """Free GPUs of a type."""
         return self._free_total[gpu_type]
@@ -117,33 +111,40 @@ class Allocator:
         return self._total[gpu_type]
 
     def free_per_node_all(self) -> np.ndarray:
-        """Read-only view of free GPUs per node of every group, groups in cluster order."""
-        view = self._all.view()
-        view.flags.writeable = False
-        return view
+        """Free GPUs per node of every group, groups in cluster order (a read-only copy)."""
+        return _frozen(self._all)
 
     def free_per_node(self, gpu_type: str) -> np.ndarray:
-        """Read-only view of free GPUs per node of a type."""
-        view = self._nodes(gpu_type)
-        view.flags.writeable = False
-        return view
+        """Free GPUs per node of a type (a read-only copy)."""
+        start, end = self._span[gpu_type]
+        return _frozen(self._all[start:end])
+
+    def free_list(self, gpu_type: str) -> list[int]:
+        """Free GPUs per node of a type as a new Python list (for many single reads)."""
+        start, end = self._span[gpu_type]
+        return self._all[start:end]
 
     def _choose(self, cell: Cell) -> list[int] | None:
         """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
         if not self.can_place(cell):
             return None
         lay = cell.layout
-        free = self._nodes(cell.gpu_type)
-        if lay.num_nodes == 1:
-            # Best fit on one node: the fewest free GPUs that still fit (from the histogram),
-            # then the lowest index with that many (argmax takes the first).
-            hist = self._hist[cell.gpu_type]
-            f = next(f for f in range(lay.gpus_per_node, len(hist)) if hist[f])
-            return [int((free == f).argmax())]
-        fits = np.flatnonzero(free >= lay.gpus_per_node)
-        # Best fit: fewest free GPUs first, then lowest index (stable sort keeps index order).
-        order = np.argsort(free[fits], kind="stable")
-        return sorted(fits[order[: lay.num_nodes]].tolist())
+        start, end = self._span[cell.gpu_type]
+        free, hist = self._all, self._hist[cell.gpu_type]
+        # Best fit: the fewest free GPUs that still fit, then the lowest index.  The histogram
+        # says how many nodes have each count, so only the chosen nodes are searched for.
+        need = lay.num_nodes
+        chosen: list[int] = []
+        for f in range(lay.gpus_per_node, len(hist)):
+            pos = start
+            for _ in range(min(hist[f], need)):
+                pos = free.index(f, pos, end)
+                chosen.append(pos - start)
+                pos += 1
+            need = lay.num_nodes - len(chosen)
+            if not need:
+                break
+        return chosen if lay.num_nodes == 1 else sorted(chosen)
 
     def can_place(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs now.
@@ -168,9 +169,40 @@ class Allocator:
         if cell.gpu_type not in self._span:
             return False
         already = self.nodes_with(cell.gpu_type, lay.gpus_per_node)
-        own = self._nodes(cell.gpu_type)[list(placement.nodes)].tolist()
+        start = self._span[cell.gpu_type][0]
+        own = [self._all[start + n] for n in placement.nodes]
         gained = released_node_gain(own, placement.gpus_per_node, lay.gpus_per_node)
         return already + gained >= lay.num_nodes
+
+    def histogram_after_move(self, gpu_type: str, release: Placement, cell: Cell) -> list[int]:
+        """Nodes of a type by free GPUs once ``release`` is freed and ``cell`` is then placed.
+
+        Entry ``f`` counts the nodes with exactly ``f`` free GPUs, as :meth:`release` then
+        :meth:`place` would leave them, without changing anything: best fit takes the nodes
+        with the fewest free GPUs that still fit, so which counts it takes follows from the
+        histogram alone.  Raises ``RuntimeError`` where those calls would fail.
+        """
+        hist = list(self._hist[gpu_type])
+        if release.gpu_type == gpu_type:
+            start, cap, g = self._span[gpu_type][0], self._capacity[gpu_type], release.gpus_per_node
+            for n in release.nodes:
+                f = self._all[start + n]
+                if f + g > cap:
+                    raise RuntimeError(f"released more GPUs than node capacity: {release}")
+                hist[f] -= 1
+                hist[f + g] += 1
+        if cell.gpu_type == gpu_type:
+            g, need = cell.layout.gpus_per_node, cell.layout.num_nodes
+            for f in range(g, len(hist)):
+                taken = min(hist[f], need)
+                hist[f] -= taken
+                hist[f - g] += taken  # a count already passed: never taken twice
+                need -= taken
+                if not need:
+                    break
+            if need:
+                raise RuntimeError(f"{cell} does not fit after releasing {release}")
+        return hist
 
     def place(self, cell: Cell) -> Placement | None:
         """Take GPUs for a Cell (best fit); None when it does not fit."""
@@ -183,16 +215,16 @@ class Allocator:
 
     def take(self, placement: Placement) -> None:
         """Take exactly the GPUs of ``placement`` (they must be free)."""
-        free = self._nodes(placement.gpu_type)
-        if any(free[n] < placement.gpus_per_node for n in placement.nodes):
+        free, start = self._all, self._span[placement.gpu_type][0]
+        if any(free[start + n] < placement.gpus_per_node for n in placement.nodes):
             raise RuntimeError(f"GPUs of {placement} are not free")
         self._change(placement.gpu_type, placement.nodes, -placement.gpus_per_node)
 
     def release(self, placement: Placement) -> None:
         """Return a placement's GPUs."""
-        free = self._nodes(placement.gpu_type)
+        free, start = self._all, self._span[placement.gpu_type][0]
         cap = self._capacity[placement.gpu_type]
-        if any(free[n] + placement.gpus_per_node > cap for n in placement.nodes):
+        if any(free[start + n] + placement.gpus_per_node > cap for n in placement.nodes):
             raise RuntimeError(f"released more GPUs than node capacity: {placement}")
         self._change(placement.gpu_type, placement.nodes, placement.gpus_per_node)
 
@@ -202,7 +234,7 @@ class Allocator:
         free, hist = self._all, self._hist[gpu_type]
         count = 0
         for n in nodes:
-            f = int(free[start + n])
+            f = free[start + n]
             free[start + n] = f + delta
             hist[f] -= 1
             hist[f + delta] += 1
@@ -212,3 +244,9 @@ class Allocator:
     def busy_gpus(self) -> int:
         """GPUs allocated, all types."""
         return self._num_gpus - sum(self._free_total.values())
+
+
+def _frozen(free: list[int]) -> np.ndarray:
+    out = np.array(free, dtype=np.int64)
+    out.flags.writeable = False
+    return out

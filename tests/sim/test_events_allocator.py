@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,3 +93,45 @@ def test_allocation_invariants(ops):
     before = a.free_per_node_all().copy()
     other.place(Cell("a40", Layout(1, 1), 1))  # a copy is independent of the original
     assert np.array_equal(a.free_per_node_all(), before)
+
+
+def _histogram(a: Allocator, gpu_type: str, capacity: int) -> list[int]:
+    return np.bincount(a.free_per_node(gpu_type), minlength=capacity + 1).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2])), max_size=12),
+    st.integers(0, 11),
+    st.sampled_from(["a40", "a10"]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2]),
+)
+def test_histogram_after_move_is_release_then_place(cells, victim, target, gpn, nodes):
+    """What the Crius search reads instead of building a state: release + place on a copy."""
+    cluster = build_cluster(
+        [
+            {"gpu": "a40", "nodes": 4, "gpus_per_node": 4},
+            {"gpu": "a10", "nodes": 3, "gpus_per_node": 2},
+        ]
+    )
+    caps = {"a40": 4, "a10": 2}
+    a = Allocator(cluster)
+    held = [
+        p
+        for k, (g, n) in enumerate(cells)
+        if (p := a.place(Cell(("a40", "a10")[k % 2], Layout(n, g), 1))) is not None
+    ]
+    if not held:
+        return
+    release = held[victim % len(held)]
+    cell = Cell(target, Layout(nodes, gpn), 1)
+    moved = a.copy()
+    moved.release(release)
+    fits = moved.place(cell) is not None
+    for t in ("a40", "a10"):
+        if fits:
+            assert a.histogram_after_move(t, release, cell) == _histogram(moved, t, caps[t])
+        elif t == target:
+            with pytest.raises(RuntimeError, match="does not fit"):
+                a.histogram_after_move(t, release, cell)

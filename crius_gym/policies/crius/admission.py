@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from crius_gym.policies.crius.ledger import Held, Ledger
 from crius_gym.policies.crius.options import BOUND_SLACK_SAMPLES_S, TIE_SAMPLES_S, CriusOptions
-from crius_gym.policies.crius.speeds import FitMemo, Option
+from crius_gym.policies.crius.speeds import FitMemo, HistogramFit, Option
 from crius_gym.sim.allocator import Allocator
 
 # Pass 2: admission with the bounded downgrade search
@@ -50,6 +50,21 @@ class _Step:
         pairs.append((self.victim.index, id(self.option)))
         return frozenset(pairs), self.parent.quota
 
+    def new_changes(self) -> tuple[tuple[int, Option], ...]:
+        """The changes to running jobs of the state it leads to."""
+        return (*self.parent.changes, (self.victim.index, self.option))
+
+    def fit(self) -> HistogramFit:
+        """Fit checks at the new job's quota type in the state it leads to.
+
+        Evaluating the state needs only that type's histogram, so the state is not built.
+        """
+        gpu_type = self.parent.quota[0]
+        hist = self.parent.alloc.histogram_after_move(
+            gpu_type, self.victim.placement, self.option.cell
+        )
+        return HistogramFit(gpu_type, hist)
+
     def apply(self) -> _Node:
         """The state it leads to (the victim on its new Cell in a copy of the allocation)."""
         node, h, option = self.parent, self.victim, self.option
@@ -65,6 +80,13 @@ class _Step:
             FitMemo(alloc),
             node.changed | {h.index},
         )
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A victim change evaluated and left open: built only if the search expands it."""
+
+    step: _Step
 
 
 # A search state's identity: its changes to running jobs and the new job's quota.  A change is
@@ -114,6 +136,14 @@ class _DowngradeSearch:
         self.job = ledger.snapshot.job(index).job
         self.quota = quota
         self.depth = depth
+        self._best: dict[tuple[str, int], float] = {}  # the new job's best speed per quota
+
+    def _best_at(self, quota: tuple[str, int]) -> float:
+        """The new job's fastest option at a quota, samples/s (0: none)."""
+        hit = self._best.get(quota)
+        if hit is None:
+            hit = self._best[quota] = self.speeds.best_throughput(self.job, *quota)
+        return hit
 
     def run(self) -> _AdmitPlan | None:
         """The feasible plan with the largest summed throughput (None: nothing fits).
@@ -131,13 +161,13 @@ class _DowngradeSearch:
         alloc = self.ledger.alloc.copy()
         root = _Node(alloc, (), self.quota, 0.0, FitMemo(alloc), frozenset())
         best, done = self._evaluate(root, None)
-        frontier: list[_Node | _Step] = [] if done else [root]
+        frontier: list[_Node | _Step | _Pending] = [] if done else [root]
         seen = {root.key()}
         budget = self.opts.max_search_nodes
         expanded = 0
         for step in range(self.depth):
             remaining = self.depth - step
-            nxt: list[_Node | _Step] = []
+            nxt: list[_Node | _Step | _Pending] = []
             unsettled: list[_Step] = []  # hopeless states passed whose expansion is unknown
             for entry in frontier:
                 if isinstance(entry, _Step):
@@ -149,6 +179,8 @@ class _DowngradeSearch:
                 if expanded >= budget:
                     break
                 expanded += 1
+                if isinstance(entry, _Pending):
+                    entry = entry.step.apply()
                 if remaining == 1 and best is not None:
                     best = self._evaluate_leaves(entry, best, seen)
                     continue
@@ -161,7 +193,10 @@ class _DowngradeSearch:
                         if remaining == 2 and best is not None and self._hopeless(child, best):
                             nxt.append(child)
                             continue
-                        child = child.apply()
+                        best, done = self._evaluate_step(child, best)
+                        if not done:
+                            nxt.append(_Pending(child))
+                        continue
                     best, done = self._evaluate(child, best)
                     if not done:
                         nxt.append(child)
@@ -191,7 +226,7 @@ class _DowngradeSearch:
 
     def _ends(self, s: _Step) -> bool:
         """Whether a victim change's state ends its branch (so it takes no expansion)."""
-        return self._evaluate(s.apply(), None)[1]
+        return self._evaluate_step(s, None)[1]
 
     def _evaluate_leaves(self, node: _Node, best: _AdmitPlan, seen: set[_Key]) -> _AdmitPlan:
         """Evaluate a node's children on the last step, skipping those that cannot win.
@@ -206,7 +241,10 @@ class _DowngradeSearch:
             if key in seen:
                 continue
             seen.add(key)
-            plan = self._evaluate(child if isinstance(child, _Node) else child.apply(), current[0])
+            if isinstance(child, _Node):
+                plan = self._evaluate(child, current[0])
+            else:
+                plan = self._evaluate_step(child, current[0])
             assert plan[0] is not None  # evaluating never loses the best plan
             current[0] = plan[0]
         return current[0]
@@ -214,15 +252,32 @@ class _DowngradeSearch:
     def _evaluate(self, node: _Node, best: _AdmitPlan | None) -> tuple[_AdmitPlan | None, bool]:
         """Place the new job in a state; returns the better plan and whether the branch ends."""
         option = self.speeds.first_fit(node.fit, self.job, *node.quota)
+        return self._judge(option, node.quota, node.delta, node, best)
+
+    def _evaluate_step(self, s: _Step, best: _AdmitPlan | None) -> tuple[_AdmitPlan | None, bool]:
+        """:meth:`_evaluate` of the state a victim change leads to, without building it."""
+        option = self.speeds.first_fit(s.fit(), self.job, *s.parent.quota)
+        return self._judge(option, s.parent.quota, s.delta, s, best)
+
+    def _judge(
+        self,
+        option: Option | None,
+        quota: tuple[str, int],
+        delta: float,
+        state: _Node | _Step,
+        best: _AdmitPlan | None,
+    ) -> tuple[_AdmitPlan | None, bool]:
+        """The better plan and whether the branch ends, the new job on ``option`` in a state."""
         if option is None:
             return best, False
-        gain = node.delta + option.throughput
+        gain = delta + option.throughput
         if self.opts.admit_requires_gain and gain <= 0:
             return best, True
         if best is None or gain > best.gain + TIE_SAMPLES_S:
-            best = _AdmitPlan(node.changes, option, gain)
+            changes = state.changes if isinstance(state, _Node) else state.new_changes()
+            best = _AdmitPlan(changes, option, gain)
         # A relaxed layout is a plan, but the search may still find a better one below it.
-        return best, option is self.speeds.options(self.job, *node.quota)[0]
+        return best, option is self.speeds.options(self.job, *quota)[0]
 
     def _children(
         self, node: _Node, remaining: int, bar: Callable[[], float] | None = None
@@ -234,10 +289,10 @@ class _DowngradeSearch:
         not built.
         """
         gpu_type, n = node.quota
-        best_at = self.speeds.best_throughput
+        best_at = self._best_at
 
         def hopeless(delta: float, quota: tuple[str, int]) -> bool:
-            return bar is not None and delta + best_at(self.job, *quota) <= bar()
+            return bar is not None and delta + best_at(quota) <= bar()
 
         if (
             self.opts.scaling

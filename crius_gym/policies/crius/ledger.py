@@ -40,6 +40,25 @@ class Held:
     # needed; a record's Cell and speed never change (a change makes a new record, and
     # ``replace`` does not copy this field).
     victim_bounds: VictimBounds | None = field(default=None, init=False, repr=False, compare=False)
+    # Best-case upgrade gains by target type (:meth:`upgrade_gains`), cached the same way.
+    _upgrade_gains: dict[str, float] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def upgrade_gains(self, speeds: SpeedTable) -> dict[str, float]:
+        """Best-case upgrade gains by target type, samples/s.
+
+        Its own type's entry grows it to twice its GPUs there; every other type's entry moves
+        it there at the same count.
+        """
+        hit = self._upgrade_gains
+        if hit is None:
+            own, n = self.cell.gpu_type, self.num_gpus
+            hit = self._upgrade_gains = {
+                u: speeds.best_throughput(self.job, u, 2 * n if u == own else n) - self.throughput
+                for u in speeds.gpu_types
+            }
+        return hit
 
 
 class _TypeJobs:

@@ -63,7 +63,7 @@ class FitMemo:
         # without a numpy call per check.
         hit = self._lists.get(gpu_type)
         if hit is None:
-            hit = self._lists[gpu_type] = self.alloc.free_per_node(gpu_type).tolist()
+            hit = self._lists[gpu_type] = self.alloc.free_list(gpu_type)
         return hit
 
     def first(self, options: tuple[Option, ...]) -> Option | None:
@@ -87,6 +87,32 @@ class FitMemo:
         own = [free[node] for node in placement.nodes]
         gained = released_node_gain(own, placement.gpus_per_node, g)  # the allocator's rule
         return self._count(placement.gpu_type, g) + gained >= layout.num_nodes
+
+
+class HistogramFit:
+    """Fit checks on one GPU type from its histogram of nodes by free GPUs.
+
+    The same rule as :meth:`Allocator.can_place` (a ``k × g`` Cell fits iff ``k`` nodes have
+    ``g`` free), for an allocation known only as a histogram
+    (:meth:`Allocator.histogram_after_move`).
+
+    Args:
+        gpu_type: the type the histogram describes; Cells of other types are not answered.
+        hist: entry ``f``: nodes with exactly ``f`` free GPUs.
+    """
+
+    __slots__ = ("gpu_type", "hist")
+
+    def __init__(self, gpu_type: str, hist: list[int]) -> None:
+        self.gpu_type = gpu_type
+        self.hist = hist
+
+    def can_place(self, cell: Cell) -> bool:
+        """Whether the Cell (of this type) fits."""
+        if cell.gpu_type != self.gpu_type:
+            raise ValueError(f"a {self.gpu_type} histogram cannot place {cell}")
+        lay = cell.layout
+        return sum(self.hist[lay.gpus_per_node :]) >= lay.num_nodes
 
 
 def _pow2_floor(n: int) -> int:
@@ -183,7 +209,7 @@ class SpeedTable:
         return hit
 
     def first_fit(
-        self, free: Allocator | FitMemo, job: Job, gpu_type: str, num_gpus: int
+        self, free: Allocator | FitMemo | HistogramFit, job: Job, gpu_type: str, num_gpus: int
     ) -> Option | None:
         """The first option (fewest nodes) that fits in the free GPUs."""
         options = self.options(job, gpu_type, num_gpus)

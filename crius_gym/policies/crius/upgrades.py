@@ -64,7 +64,7 @@ class _UpgradeMoves:
                 m = n
             else:
                 continue
-            gain = speeds.best_throughput(h.job, u, m) - h.throughput
+            gain = h.upgrade_gains(speeds)[u]
             if gain > opts.upgrade_min_gain:
                 out.append((-gain, h.index, u, m))
         out.sort()
