@@ -196,7 +196,7 @@ class Allocator:
             for f in range(g, len(hist)):
                 taken = min(hist[f], need)
                 hist[f] -= taken
-                hist[f - g] += taken  # a count already passed: never taken twice
+                hist[f - g] += taken  # below f: never taken again
                 need -= taken
                 if not need:
                     break

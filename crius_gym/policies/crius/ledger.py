@@ -23,7 +23,7 @@ from crius_gym.workload.job import Job
 # The decision being planned
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """A job holding GPUs in the plan."""
 
@@ -62,19 +62,26 @@ class Held:
 
 
 class _TypeJobs:
-    """The movable jobs of one GPU type in arrival order, with suffix sums of their GPUs."""
+    """The movable jobs of one GPU type in arrival order, with suffix sums of their GPUs.
+
+    The sums are built on the first :meth:`later_than` (most decisions only read ``jobs``).
+    """
 
     def __init__(self, jobs: list[Held]) -> None:
         self.jobs = jobs
-        self.indices = [h.index for h in jobs]
-        self.gpus_after = [0] * (len(jobs) + 1)
-        for k in range(len(jobs) - 1, -1, -1):
-            self.gpus_after[k] = self.gpus_after[k + 1] + jobs[k].num_gpus
+        self._indices: list[int] | None = None
+        self._gpus_after: list[int] = []
 
     def later_than(self, index: int) -> tuple[list[Held], int]:
         """Jobs that arrived after trace index ``index`` and the GPUs they hold."""
-        k = bisect.bisect_right(self.indices, index)
-        return self.jobs[k:], self.gpus_after[k]
+        jobs = self.jobs
+        if self._indices is None:
+            self._indices = [h.index for h in jobs]
+            after = self._gpus_after = [0] * (len(jobs) + 1)
+            for k in range(len(jobs) - 1, -1, -1):
+                after[k] = after[k + 1] + jobs[k].num_gpus
+        k = bisect.bisect_right(self._indices, index)
+        return jobs[k:], self._gpus_after[k]
 
 
 class Carry:
@@ -98,11 +105,16 @@ class Carry:
     def __reduce__(self) -> tuple[type[Carry], tuple[()]]:
         return Carry, ()
 
-    def held(self, active: tuple[JobView, ...]) -> dict[int, Held]:
-        """Running jobs as movable :class:`Held` by trace index (in arrival order)."""
+    def held(self, active: tuple[JobView, ...], by_type: dict[str, list[Held]]) -> dict[int, Held]:
+        """Running jobs as movable :class:`Held` by trace index (in arrival order).
+
+        Each is also appended to its GPU type's list in ``by_type`` (one pass over the jobs).
+        """
         last, out = self._held, {}
+        get = last.get
         for v in active:
-            h = last.get(v.index)
+            i = v.index
+            h = get(i)
             if (
                 h is None
                 or h.view is not v
@@ -123,7 +135,8 @@ class Carry:
                     v,
                     v.estimated_iter_time_s,
                 )
-            out[v.index] = h
+            out[i] = h
+            by_type[h.cell.gpu_type].append(h)
         self._held = out
         return dict(out)
 
@@ -160,11 +173,9 @@ class Ledger:
         self.speeds = speeds
         self.alloc = snapshot.scratch()
         self._carry = carry
-        self.held = self._carry.held(snapshot.active)
         # Movable jobs per type in arrival order, kept as jobs change (``active`` is in order).
         self._movable: dict[str, list[Held]] = {t: [] for t in speeds.gpu_types}
-        for h in self.held.values():
-            self._movable[h.cell.gpu_type].append(h)
+        self.held = self._carry.held(snapshot.active, self._movable)
         self.waiting = list(snapshot.waiting.indices)
         # Jobs preempted in this decision: one change per job per decision, so they wait for
         # the next one (restarting a victim elsewhere at once would be a second change).
