@@ -40,20 +40,13 @@ class TypeLayout:
         slot: slot of each type.
         width: columns of a per-type table indexed by free GPUs per node, 0 to the largest
             node size.
-        node_type_slot: (all nodes,) slot of each node, groups concatenated in order.
         first_node: index of each type's first node among all nodes.
     """
 
     types: tuple[str, ...]
     slot: dict[str, int]
     width: int
-    node_type_slot: np.ndarray
     first_node: tuple[int, ...]
-
-    @property
-    def table_size(self) -> int:
-        """Cells of a (types × width) table."""
-        return len(self.types) * self.width
 
     @classmethod
     def of(cls, cluster: ClusterSpec) -> TypeLayout:
@@ -63,7 +56,6 @@ class TypeLayout:
             types=types,
             slot={t: i for i, t in enumerate(types)},
             width=max(g.gpus_per_node for g in cluster.groups) + 1,
-            node_type_slot=np.repeat(np.arange(len(types)), [g.num_nodes for g in cluster.groups]),
             first_node=tuple(
                 sum(g.num_nodes for g in cluster.groups[:i]) for i in range(len(cluster.groups))
             ),
@@ -160,14 +152,17 @@ class FitIndex:
     def __init__(self, alloc: Allocator, layout: TypeLayout | None = None) -> None:
         self.layout = layout or TypeLayout.of(alloc.cluster)
         lay = self.layout
-        free = alloc.free_per_node_all()
-        # One histogram over all nodes: bin = slot · width + free GPUs.
-        counts = np.bincount(lay.node_type_slot * lay.width + free, minlength=lay.table_size)
-        counts = counts.reshape(len(lay.types), lay.width)
         #: ``rows[slot][g]``: nodes of the type with at least ``g`` free GPUs (Python lists:
-        #: fast single lookups).
-        self.rows: list[list[int]] = counts[:, ::-1].cumsum(axis=1)[:, ::-1].tolist()
-        self._free: list[int] = free.tolist()  # all nodes, groups in order
+        #: fast single lookups), the suffix sums of the allocator's per-type histograms.
+        self.rows: list[list[int]] = []
+        for t in lay.types:
+            hist = alloc.histogram(t)
+            row, nodes = [0] * lay.width, 0
+            for g in range(len(hist) - 1, -1, -1):
+                nodes += hist[g]
+                row[g] = nodes
+            self.rows.append(row)
+        self._free: list[int] = alloc.free_list_all()  # all nodes, groups in order
 
     def fits(self, cell: Cell) -> bool:
         """Whether the Cell fits in the free GPUs."""

@@ -124,6 +124,14 @@ class Allocator:
         start, end = self._span[gpu_type]
         return self._all[start:end]
 
+    def free_list_all(self) -> list[int]:
+        """Free GPUs per node of every group, groups in cluster order, as a new Python list."""
+        return self._all.copy()
+
+    def histogram(self, gpu_type: str) -> list[int]:
+        """Entry ``f``: nodes of a type with exactly ``f`` free GPUs (a new list)."""
+        return self._hist[gpu_type].copy()
+
     def _choose(self, cell: Cell) -> list[int] | None:
         """Best-fit nodes for a Cell, ascending (None: it does not fit)."""
         if not self.can_place(cell):
