@@ -148,9 +148,11 @@ class _DowngradeSearch:
     def run(self) -> _AdmitPlan | None:
         """The feasible plan with the largest summed throughput (None: nothing fits).
 
-        Two shortcuts keep the result of the plain breadth-first search while building far
+        Three shortcuts keep the result of the plain breadth-first search while building far
         fewer states when many jobs run (bounds in :meth:`_hopeless` and :meth:`_children`):
 
+        * a victim change is evaluated from the histogram of the new job's quota type after it
+          (:meth:`_Step.fit`), and its state is built only when the search expands it;
         * on the last step a child whose gain cannot beat the best plan is not built;
         * on the step before, a victim change none of whose states (itself or its children) can
           beat the best plan is kept unbuilt in the next frontier.  Such a state yields nothing
