@@ -450,12 +450,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         _, _, term, trunc, _ = env.step(action)
         if not (term or trunc):
             env._follow_guide()
-        result = env.sim.result("agent")
-        return sum(
-            (j.finish_s if j.status == "finished" else result.summary.makespan_s) - j.arrival_s
-            for j in result.jobs
-            if j.status != "rejected" and j.arrival_s <= result.summary.makespan_s
-        )
+        return env.sim.time_in_system_s()
 
     def _follow_guide(self) -> None:
         """Run the episode to its end taking the guide's proposal at every decision.

@@ -42,12 +42,9 @@ def _cost(task: tuple[dict[str, Any], int]) -> float:
 def _costs(task: tuple[bytes, list[int]]) -> list[float]:
     assert _ENV is not None
     blob, actions = task
-    state = pickle.loads(blob)
-    out = []
-    for action in actions:
-        _ENV.restore_rollout_state(state)
-        out.append(_ENV.rollout_cost(action))
-    return out
+    # rollout_cost works on a copy and leaves the env as it was: one restore serves them all.
+    _ENV.restore_rollout_state(pickle.loads(blob))
+    return [_ENV.rollout_cost(action) for action in actions]
 
 
 class RolloutPool:

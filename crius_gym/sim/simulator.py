@@ -585,6 +585,27 @@ class Simulator:
             segments=(*self._schedule, *still_held),
         )
 
+    def time_in_system_s(self) -> float:
+        """Σ over the jobs of ``result()`` that are not rejected of their time in the system (s).
+
+        A finished job counts finish − arrival, any other (waiting, running) end − arrival,
+        with ``end`` the makespan ``result()`` reports; jobs arriving after it are left out.
+        The same number, term by term and in the same order, as summing ``result()``'s jobs,
+        without building the result (a vine rollout asks for this once per action).
+        """
+        records = self._records
+        finished, rejected = JobStatus.FINISHED, JobStatus.REJECTED
+        ends = [r.finish_s for r in records if r.finish_s is not None]
+        ends += [r.job.arrival_s for r in records if r.status is rejected]
+        open_jobs = any(r.status is not finished and r.status is not rejected for r in records)
+        end = self.now_s if open_jobs or not ends else max(ends)
+        return sum(
+            (r.finish_s if r.status is finished and r.finish_s is not None else end)
+            - r.job.arrival_s
+            for r in records
+            if r.status is not rejected and r.job.arrival_s <= end
+        )
+
     def run(
         self,
         trace: Trace,

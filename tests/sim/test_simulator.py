@@ -118,3 +118,25 @@ def test_horizon_reports_unfinished():
     res = sim.run(trace(job(0, 0.0, iters=10**6)), make_policy("fcfs"), horizon_s=1000.0)
     assert res.jobs[0].status == "unfinished" and res.summary.makespan_s == 1000.0
     assert res.jobs[0].running_s == pytest.approx(1000.0)
+
+
+def _time_in_system_from_result(res):
+    """The same sum from the result's job rows (what vine rollouts used to build)."""
+    end = res.summary.makespan_s
+    return sum(
+        (j.finish_s if j.status == "finished" else end) - j.arrival_s
+        for j in res.jobs
+        if j.status != "rejected" and j.arrival_s <= end
+    )
+
+
+def test_time_in_system_equals_the_sum_over_the_result():
+    # Finished, rejected and (with a horizon) unfinished jobs, and a job arriving after it.
+    cluster = [{"gpu": "a100", "nodes": 1, "gpus_per_node": 1}]
+    jobs = (job(0, 0.0, iters=10), job(1, 5.0, gpus=8), job(2, 20.0, iters=10**6))
+    for horizon in (None, 3000.0):
+        sim = make_sim(cluster)
+        res = sim.run(trace(*jobs, job(3, 10**5, iters=10)), make_policy("fcfs"), horizon_s=horizon)
+        assert {j.status for j in res.jobs} >= {"finished", "rejected"}
+        assert sim.time_in_system_s() == _time_in_system_from_result(res)
+    assert _time_in_system_from_result(res) > 0 and res.jobs[2].status == "unfinished"
