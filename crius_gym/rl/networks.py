@@ -114,6 +114,36 @@ def _mlp(sizes: list[int], final_activation: bool = True) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def _factored(
+    scorer: nn.Sequential, rows: torch.Tensor, emb: torch.Tensor, ctx: torch.Tensor
+) -> torch.Tensor:
+    """``scorer`` on [rows, emb, ctx] (emb per job, ctx per sample, broadcast), without the concat.
+
+    The first layer is linear, so W·[r, e, c] + b = W_r·r + (W_e·e + W_c·c + b): the job and
+    context parts are computed once per job and per sample instead of once per (job, Cell)
+    row (the concatenated input was most of the network's work, forward and backward).
+
+    Args:
+        scorer: an MLP whose first layer takes rows' features, then ``emb``'s, then ``ctx``'s.
+        rows: (batch, jobs, C, F) Cell rows.
+        emb: (batch, jobs, h) job embeddings.
+        ctx: (batch, h) context.
+
+    Returns:
+        (batch, jobs, C) scores.
+    """
+    first = scorer[0]
+    assert isinstance(first, nn.Linear)
+    f, h = rows.shape[-1], emb.shape[-1]
+    w = first.weight
+    shared = nn.functional.linear(emb, w[:, f : f + h]) + nn.functional.linear(
+        ctx, w[:, f + h :], first.bias
+    ).unsqueeze(1)
+    pre = nn.functional.linear(rows, w[:, :f]) + shared.unsqueeze(2)
+    out: torch.Tensor = scorer[1:](pre).squeeze(-1)
+    return out
+
+
 def _masked_mean(x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     """Mean over rows (dim 1) of the present rows; zeros when none."""
     w = present.unsqueeze(-1)
@@ -195,21 +225,11 @@ class RowScorer(nn.Module):
         rows: int,
         emb: torch.Tensor,
         ctx: torch.Tensor,
-        scorer: nn.Module,
+        scorer: nn.Sequential,
     ) -> torch.Tensor:
         c = self.layout.cells
         cells = self._table(x, key, rows * c).reshape(x.shape[0], rows, c, -1)
-        h = emb.shape[-1]
-        pair = torch.cat(
-            [
-                cells,
-                emb.unsqueeze(2).expand(-1, -1, c, h),
-                ctx[:, None, None, :].expand(-1, rows, c, h),
-            ],
-            -1,
-        )
-        logits: torch.Tensor = scorer(pair).squeeze(-1).reshape(x.shape[0], rows * c)
-        return logits
+        return _factored(scorer, cells, emb, ctx).reshape(x.shape[0], rows * c)
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         """One logit per action."""
@@ -260,15 +280,7 @@ class RowScorer(nn.Module):
         return out
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actor logits, critic latent).
-
-        Without gradients (rollouts) both heads share one encoding of the tables: the same
-        numbers for half the encoder's work. With gradients each head encodes them itself, as
-        before: a shared encoding would sum the heads' gradients in another order, and
-        training would no longer reproduce its earlier runs bit for bit.
-        """
-        if torch.is_grad_enabled():
-            return self.forward_actor(features), self.forward_critic(features)
+        """(actor logits, critic latent), from one encoding of the tables shared by both heads."""
         e = self._encode(features)
         return self._actor(features, e), self._critic(e)
 

@@ -44,7 +44,8 @@ class PPOHyperparams:
         n_envs: training envs.
         vec_env: ``dummy`` (one process) or ``subproc`` (GAE mode only).
         learning_rate: Adam rate, or ``lin_<rate>`` for a linear decay to 0.
-        n_steps: decisions per env per rollout (GAE mode; the other modes run whole episodes).
+        n_steps: decisions per env per rollout phase (GAE and vine modes; the per-sequence
+            baseline runs whole episodes).
         batch_size: minibatch size of the update, decisions.
         n_epochs: passes over a rollout per update.
         gamma: discount per decision.
@@ -68,7 +69,10 @@ class PPOHyperparams:
         vine_actions: random valid actions valued at such a decision besides the action taken,
             the guide's, WAIT and the guide's job on its other Cells.
         vine_distill_epochs: epochs of cross-entropy on the replay of labelled decisions after
-            each update (0: PPO on the vine samples only).
+            each update (0: PPO on the vine samples only), at most ``vine_distill_batches``
+            minibatches of ``batch_size`` per update.
+        vine_distill_batches: the most distillation minibatches per update (caps its cost
+            once the replay is large).
         vine_replay: labelled decisions kept for that distillation (oldest dropped).
         vine_margin: an action becomes a decision's label only if it beats the guide's by more
             than this (advantage in reward-scale units).
@@ -119,6 +123,7 @@ class PPOHyperparams:
     vine_fraction: float = 0.0
     vine_actions: int = 3
     vine_distill_epochs: int = 0
+    vine_distill_batches: int = 8
     vine_replay: int = 20_000
     vine_margin: float = 0.0
     vine_lr: float = 1e-3
@@ -158,6 +163,7 @@ class PPOHyperparams:
             "update_threads",
             "vine_actions",
             "vine_distill_epochs",
+            "vine_distill_batches",
             "vine_replay",
             "rollout_workers",
             "bc_episodes",
@@ -338,6 +344,7 @@ def make_model(
         vine_fraction=hp.vine_fraction,
         vine_actions=hp.vine_actions,
         vine_distill_epochs=hp.vine_distill_epochs,
+        vine_distill_batches=hp.vine_distill_batches,
         vine_replay=hp.vine_replay,
         vine_margin=hp.vine_margin,
         vine_lr=hp.vine_lr,

@@ -41,7 +41,6 @@ imitate the rollout policy ("RL as classification", approximate policy iteration
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from torch.distributions import Distribution
 
 from crius_gym.errors import ConfigError
+from crius_gym.rl.replay import LabelReplay
 from crius_gym.rl.rollout_pool import RolloutPool
 
 
@@ -157,6 +157,7 @@ class SequencePPO(MaskablePPO):
         vine_fraction: float = 0.0,
         vine_actions: int = 3,
         vine_distill_epochs: int = 0,
+        vine_distill_batches: int = 8,
         vine_replay: int = 20_000,
         vine_margin: float = 0.0,
         vine_lr: float = 1e-3,
@@ -168,14 +169,17 @@ class SequencePPO(MaskablePPO):
         self.vine_fraction = vine_fraction
         self.vine_actions = vine_actions
         self.vine_distill_epochs = vine_distill_epochs
+        self.vine_distill_batches = vine_distill_batches
         self.vine_replay = vine_replay
         self.vine_margin = vine_margin
         self.vine_lr = vine_lr
         self.rollout_workers = rollout_workers
         self._pool: RolloutPool | None = None
-        self._replay: deque[tuple[dict[str, np.ndarray], np.ndarray, int, float]] = deque(
-            maxlen=max(1, vine_replay)
-        )
+        self._replay = LabelReplay(max(1, vine_replay))
+        # The vine's episodes go on across updates: their observations, and the evaluated
+        # decisions of the last phase, whose rollouts are used at the next update.
+        self._vine_obs: list[dict[str, np.ndarray]] | None = None
+        self._vine_pending: list[Any] = []
         self._distill_optimizer: torch.optim.Optimizer | None = None
         self.distill_stats: dict[str, float] = {}
         super().__init__(*args, **kwargs)
@@ -193,7 +197,34 @@ class SequencePPO(MaskablePPO):
 
     def _excluded_save_params(self) -> list[str]:
         # The replay and its optimizer are training state of one session, not of the policy.
-        return [*super()._excluded_save_params(), "_replay", "_distill_optimizer", "_pool"]
+        return [
+            *super()._excluded_save_params(),
+            "_replay",
+            "_distill_optimizer",
+            "_pool",
+            "_vine_obs",
+            "_vine_pending",
+        ]
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ) -> Any:
+        """SB3's set-up; where it resets the envs, the vine's episodes start afresh too."""
+        if reset_num_timesteps or self._last_obs is None:
+            self._vine_obs = None
+        return super()._setup_learn(
+            total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
+        )
+
+    @property
+    def replay(self) -> LabelReplay:
+        """The labelled decisions kept for distillation (empty before the vine's first update)."""
+        return self._replay
 
     def close_pool(self) -> None:
         """Stop the rollout workers (also done when the model is garbage-collected)."""
@@ -214,51 +245,48 @@ class SequencePPO(MaskablePPO):
         torch.set_num_threads(self.update_threads)
         try:
             super().train()
-            if self.vine_distill_epochs and self._replay:
+            if self.vine_distill_epochs and len(self._replay):
                 self._distill()
         finally:
             torch.set_num_threads(before)
 
     def _distill(self) -> None:
-        """Cross-entropy towards the rollout policy's labels on the replay."""
+        """Cross-entropy towards the rollout policy's labels, on minibatches of the replay.
+
+        ``vine_distill_epochs`` passes over the replay, but at most ``vine_distill_batches``
+        minibatches per update: early on the few labels are each seen a few times, later every
+        update costs the same whatever the replay holds. Only the actor runs (the value head has
+        no part in this loss).
+        """
         policy = self.policy
         if self._distill_optimizer is None:
             self._distill_optimizer = torch.optim.Adam(policy.parameters(), lr=self.vine_lr)
-        data = list(self._replay)
-        n = len(data)
-        obs = {k: np.stack([d[0][k] for d in data]) for k in data[0][0]}
-        masks = np.stack([d[1] for d in data])
-        labels = np.array([d[2] for d in data], dtype=np.int64)
-        rng = self._sequence_rng
+        replay = self._replay
+        n = len(replay)
+        step = self.batch_size or 256
+        batches = min(self.vine_distill_batches, -(-self.vine_distill_epochs * n // step))
+        order = np.concatenate(
+            [self._sequence_rng.permutation(n) for _ in range(-(-batches * step // n))]
+        )
         policy.set_training_mode(True)
         losses, hits = [], []
-        step = self.batch_size or 256
-        for _ in range(self.vine_distill_epochs):
-            order = rng.permutation(n)
-            for start in range(0, n, step):
-                idx = order[start : start + step]
-                tensor = obs_as_tensor({k: v[idx] for k, v in obs.items()}, self.device)
-                acts = torch.as_tensor(labels[idx], device=self.device)
-                _, log_prob, _ = policy.evaluate_actions(
-                    tensor,  # type: ignore[arg-type]
-                    acts,
-                    action_masks=torch.as_tensor(masks[idx]),
-                )
-                loss = -log_prob.mean()
-                self._distill_optimizer.zero_grad()
-                loss.backward()  # type: ignore[no-untyped-call]
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), self.max_grad_norm)
-                self._distill_optimizer.step()
-                losses.append(float(loss.detach()))
-                hits.append(float((log_prob.detach() > np.log(0.5)).float().mean()))
+        for b in range(batches):
+            obs, masks, labels = replay.batch(order[b * step : (b + 1) * step])
+            dist = policy.get_distribution(obs_as_tensor(obs, self.device), action_masks=masks)
+            log_prob = dist.log_prob(torch.as_tensor(labels, device=self.device))
+            loss = -log_prob.mean()
+            self._distill_optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), self.max_grad_norm)
+            self._distill_optimizer.step()
+            losses.append(float(loss.detach()))
+            hits.append(float((log_prob.detach() > np.log(0.5)).float().mean()))
         policy.set_training_mode(False)
         self.distill_stats = {"loss": float(np.mean(losses)), "label_p>0.5": float(np.mean(hits))}
         self.logger.record("vine/distill_loss", self.distill_stats["loss"])
         self.logger.record("vine/label_prob_over_half", self.distill_stats["label_p>0.5"])
         self.logger.record("vine/replay", n)
-        self.logger.record(
-            "vine/labels_not_guide", float(np.mean([d[3] for d in data])) if data else 0.0
-        )
+        self.logger.record("vine/labels_not_guide", replay.share_not_guide())
 
     def collect_rollouts(
         self,
@@ -363,71 +391,60 @@ class SequencePPO(MaskablePPO):
         masks = np.stack([_masks(env.envs[i]) for i in active])
         return obs_as_tensor(batch, self.device), masks
 
+    def _vine_reset(self, env: Any) -> dict[str, np.ndarray]:
+        """Start a new training episode (a trace drawn with the model's generator)."""
+        index = int(self._sequence_rng.integers(0, 2**31 - 1))
+        o, _ = env.reset(options={"split": "train", "index": index})
+        return dict(o)
+
     def _collect_vine(self, env: VecEnv, callback: BaseCallback) -> bool:
-        """One episode per env from the current policy, with vine evaluations along the way."""
+        """``n_steps`` decisions per env from the current policy, evaluating some by rollouts.
+
+        Episodes go on across updates (an env whose episode ends starts the next at once), so
+        every step runs the network on all ``n_envs`` observations. The rollouts of the
+        decisions evaluated in this phase run in the workers while the next phase is collected;
+        the update after a phase uses those of the phase before it (a fixed lag of one phase,
+        so the run does not depend on how fast the workers are). Their advantages are the
+        guide's, so they do not go stale; their PPO samples keep the log-probabilities of the
+        policy that took them.
+        """
         assert isinstance(env, DummyVecEnv)
         self.policy.set_training_mode(False)
         rng = self._sequence_rng
         n = env.num_envs
-        obs: list[dict[str, np.ndarray]] = []
-        for e in env.envs:
-            o, _ = e.reset(options={"split": "train", "index": int(rng.integers(0, 2**31 - 1))})
-            obs.append(o)
-        samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
-        advantages: list[float] = []
-        pending: list[Any] = []  # (obs, mask, log-probs, value, guide, tried, scale, costs)
-        active = list(range(n))
+        if self._vine_obs is None:
+            self._vine_obs = [self._vine_reset(e) for e in env.envs]
+        obs = self._vine_obs
+        fresh: list[Any] = []  # (obs, mask, log-probs, value, guide, tried, scale, costs)
+        every = list(range(n))
         callback.on_rollout_start()
-        while active:
-            tensor, masks = self._batch(env, obs, active)
+        for _ in range(self.n_steps):
+            tensor, masks = self._batch(env, obs, every)
             with torch.no_grad():
                 actions, values, dist = self._act(tensor, masks)
                 # Categorical keeps normalised logits: the log-probabilities of every action.
                 log_all = dist.distribution.logits.cpu().numpy()
             acts = actions.cpu().numpy()
-            infos, dones, still = [], [], []
-            for row, i in enumerate(active):
-                a = int(acts[row])
-                valid = np.flatnonzero(masks[row])
-                if len(valid) > 1 and rng.random() < self.vine_fraction:
-                    cenv: Any = env.envs[i].unwrapped  # a CriusEnv
-                    guide = cenv.guide_action()
-                    tried = _vine_actions(cenv.config, masks[row], guide, a, self.vine_actions, rng)
-                    if self._pool is None and self.rollout_workers:
-                        scenario = cenv.scenario.path or cenv.scenario.name
-                        self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
-                    # Workers compute while the episodes go on: nothing here waits for them.
-                    costs: Any = (
-                        self._pool.submit(cenv, tried)
-                        if self._pool is not None
-                        else [cenv.rollout_cost(x) for x in tried]
-                    )
-                    pending.append(
-                        (
-                            obs[i],
-                            masks[row],
-                            log_all[row],
-                            float(values[row]),
-                            guide,
-                            tried,
-                            float(cenv.reward_scale_s),
-                            costs,
-                        )
-                    )
+            infos, dones = [], []
+            for i in every:
+                a = int(acts[i])
+                if rng.random() < self.vine_fraction and np.count_nonzero(masks[i]) > 1:
+                    fresh.append(self._evaluate(env.envs[i].unwrapped, obs[i], masks[i], a, rng))
+                    fresh[-1][2:4] = log_all[i], float(values[i])
                 o, _, term, trunc, info = env.envs[i].step(a)
                 done = bool(term or trunc)
-                if not done:
-                    obs[i] = o
-                    still.append(i)
+                obs[i] = self._vine_reset(env.envs[i]) if done else o
                 infos.append(info)
                 dones.append(done)
-            self.num_timesteps += len(active)
+            self.num_timesteps += n
             callback.update_locals({"infos": infos, "dones": np.array(dones)})
             if not callback.on_step():
                 return False
             self._update_info_buffer(infos, np.array(dones))
-            active = still
-        for o, mask, logp, value, guide, tried, scale, costs in pending:
+        ready, self._vine_pending = self._vine_pending, fresh
+        samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
+        advantages: list[float] = []
+        for o, mask, logp, value, guide, tried, scale, costs in ready:
             flat = costs.get() if hasattr(costs, "get") else costs
             cost = dict(zip(tried, flat, strict=True))
             for x in tried:
@@ -436,8 +453,8 @@ class SequencePPO(MaskablePPO):
             best = min(tried, key=lambda x: (cost[x], x != guide))
             gain = (cost[guide] - cost[best]) / scale
             label = best if gain > self.vine_margin else guide
-            self._replay.append((o, mask, label, float(label != guide)))
-        if not samples:  # no decision had a choice: nothing to learn from this phase
+            self._replay.append(o, mask, label, label != guide)
+        if not samples:  # no decision evaluated yet: nothing to learn from this phase
             samples.append((obs[0], 0, 0.0, 0.0, np.ones_like(_masks(env.envs[0]))))
             advantages.append(0.0)
         adv = np.array(advantages, dtype=np.float32)
@@ -452,6 +469,32 @@ class SequencePPO(MaskablePPO):
         )
         callback.on_rollout_end()
         return True
+
+    def _evaluate(
+        self,
+        cenv: Any,
+        obs: dict[str, np.ndarray],
+        mask: np.ndarray,
+        taken: int,
+        rng: np.random.Generator,
+    ) -> list[Any]:
+        """Start the rollouts of one decision's vine actions (in the workers, if any).
+
+        Returns:
+            [obs, mask, log-probs, value, guide, tried, reward scale, costs]; the caller fills
+            the log-probs and value, ``costs`` is a list or a handle whose ``get()`` gives it.
+        """
+        guide = cenv.guide_action()
+        tried = _vine_actions(cenv.config, mask, guide, taken, self.vine_actions, rng)
+        if self._pool is None and self.rollout_workers:
+            scenario = cenv.scenario.path or cenv.scenario.name
+            self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
+        costs: Any = (
+            self._pool.submit(cenv, tried)
+            if self._pool is not None
+            else [cenv.rollout_cost(x) for x in tried]
+        )
+        return [obs, mask, None, 0.0, guide, tried, float(cenv.reward_scale_s), costs]
 
     def _buffer(
         self,

@@ -25,7 +25,7 @@ def test_hyperparams_resolution_and_errors(tmp_path):
     hp = resolve_hyperparams("tiny", overrides=["n_steps=64", "env.reconfigure=true"])
     assert hp.n_steps == 64 and hp.env["reconfigure"] is True
     assert hp.total_timesteps == 2048  # from the tiny block
-    assert resolve_hyperparams("hetero-64").n_envs == 8  # default block
+    assert resolve_hyperparams("hetero-64").n_envs == 32  # default block
     with pytest.raises(ConfigError):
         resolve_hyperparams("tiny", overrides=["learning_rat=1"])
     bad = tmp_path / "ppo.yaml"
@@ -61,8 +61,8 @@ def test_row_scorer_is_permutation_equivariant(env):
     assert torch.allclose(a[-1], b[-1], atol=1e-5)  # WAIT does not depend on the order
 
 
-def test_row_scorer_without_gradients_gives_the_same_numbers():
-    """Rollouts share one encoding between the heads; training encodes per head: same outputs."""
+def test_row_scorer_heads_give_the_same_numbers_alone_and_together():
+    """forward() shares one encoding between the heads: the same outputs as each head alone."""
     torch.manual_seed(0)
     model = tiny_model()
     e = CriusEnv("tiny")
@@ -73,12 +73,30 @@ def test_row_scorer_without_gradients_gives_the_same_numbers():
     for module in (ext.cell_score, ext.wait_score):  # non-zero scorers: logits that vary
         torch.nn.init.normal_(module[-1].weight)
     features = pol.extract_features(batch)
-    with_grad = ext(features)
-    with torch.no_grad():
-        without = ext(features)
-    assert with_grad[0].requires_grad and not without[0].requires_grad
-    for a, b in zip(with_grad, without, strict=True):
-        assert torch.equal(a.detach(), b)
+    together = ext(features)
+    alone = (ext.forward_actor(features), ext.forward_critic(features))
+    for a, b in zip(together, alone, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_factored_pair_scorer_equals_the_scorer_on_the_concatenated_rows():
+    """The first layer split into Cell, job and context parts is the same function."""
+    from crius_gym.rl.networks import _factored, _mlp
+
+    torch.manual_seed(0)
+    f, h = 7, 5
+    scorer = _mlp([f + 2 * h, h, 1], final_activation=False)
+    rows, emb, ctx = torch.randn(3, 4, 6, f), torch.randn(3, 4, h), torch.randn(3, h)
+    pair = torch.cat(
+        [rows, emb.unsqueeze(2).expand(-1, -1, 6, h), ctx[:, None, None, :].expand(-1, 4, 6, h)],
+        -1,
+    )
+    expected = scorer(pair).squeeze(-1)
+    got = _factored(scorer, rows, emb, ctx)
+    assert got.shape == (3, 4, 6)
+    assert torch.allclose(got, expected, atol=1e-6)
+    got.sum().backward()  # gradients reach every parameter, as through the concatenation
+    assert all(p.grad is not None for p in scorer.parameters())
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "random", "crius"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
@@ -62,11 +63,55 @@ def test_vine_training_fills_a_replay_and_saves_without_it(tmp_path):
     hp = resolve_hyperparams("tiny", overrides=["vine_fraction=0.5"])
     venv = build_vec_env(hp, "tiny", EnvConfig(**dict(hp.env)), 0)
     model = make_model(hp, venv, 0, None)
-    model.learn(200)
+    model.learn(512)  # two phases: the first phase's rollouts label the second update
     assert len(model._replay) > 0 and model.distill_stats
     model.save(tmp_path / "m.zip")
     loaded = SequencePPO.load(tmp_path / "m.zip", device="cpu")
     assert len(loaded._replay) == 0 and loaded.vine_fraction == 0.5
+
+
+def _vine_model(workers: int):
+    hp = resolve_hyperparams(
+        "tiny",
+        overrides=["vine_fraction=0.5", "n_steps=16", f"rollout_workers={workers}", "n_envs=2"],
+    )
+    venv = build_vec_env(hp, "tiny", EnvConfig(**dict(hp.env)), 0)
+    return make_model(hp, venv, 0, None)
+
+
+def test_vine_phases_are_fixed_length_and_episodes_go_on_across_updates():
+    model = _vine_model(0)
+    model.learn(32)  # one phase: 2 envs x 16 decisions
+    assert model.num_timesteps == 32
+    assert len(model._replay) == 0  # its rollouts are used at the next update (a lag of one)
+    pending = len(model._vine_pending)
+    assert pending > 0
+    envs = [e.unwrapped for e in model.get_env().envs]
+    before = [(e.trace, e.sim.now_s, e.sim.decisions) for e in envs]
+    model.learn(1, reset_num_timesteps=False)  # one more phase
+    assert model.num_timesteps == 64
+    assert len(model._replay) == pending  # last phase's evaluated decisions, labelled
+    # The update restarted no episode: an env still on its trace has gone on from where it was.
+    going_on = [
+        e.sim.decisions > d
+        for e, (trace, _, d) in zip(envs, before, strict=True)
+        if e.trace is trace
+    ]
+    assert going_on and all(going_on)
+
+
+def test_vine_training_does_not_depend_on_the_rollout_workers():
+    """Same seed, same run: the fixed lag makes the labels independent of worker speed."""
+    runs = []
+    for workers in (0, 1):
+        model = _vine_model(workers)
+        model.learn(96)
+        model.close_pool()
+        labels = model.replay.batch(np.arange(len(model.replay)))[2]
+        weights = torch.cat([p.detach().flatten() for p in model.policy.parameters()])
+        runs.append((labels, weights))
+    assert np.array_equal(runs[0][0], runs[1][0])
+    assert torch.equal(runs[0][1], runs[1][1])
 
 
 def test_rollout_workers_answer_as_this_process_does():
