@@ -10,7 +10,9 @@ Computation and communication are priced separately (``docs/estimator.md``):
 * per iteration: ``T = m·max_i t_i + (Σ_i t_i − max_i t_i)/v + max_i(DP_i + OPT_i) + c`` (the
   pipeline form of Alpa, Metis and AMP with interleaving degree v), DP_i the ring all-reduce of
   the stage's gradients over the slowest link of its data-parallel group, OPT_i the optimizer
-  step's memory traffic;
+  step's memory traffic; gradients of the layer kinds in the framework's
+  ``microbatch_grad_sync`` (Alpa's convolutions) are all-reduced after every microbatch, inside
+  the stage time;
 * memory per GPU: model states (weights, gradients, optimizer states, the latter split over data
   parallelism with the plan's distributed optimizer) + activations of the microbatches in flight
   (1F1B: ``p − i`` at stage i; Korthikanti et al. 2022 per recomputation mode and sequence
@@ -79,6 +81,8 @@ class StageCosts:
         flops_core: attention-core FLOPs (re-run under selective recomputation).
         act_core: attention-core activation bytes (not kept under selective recomputation;
             part of ``act_tp``).
+        mb_sync_params: the part of ``params`` whose gradients are synchronised after every
+            microbatch (:attr:`FrameworkProfile.microbatch_grad_sync`).
     """
 
     flops_rc: float
@@ -97,6 +101,7 @@ class StageCosts:
     layers: int
     flops_core: float = 0.0
     act_core: float = 0.0
+    mb_sync_params: float = 0.0
 
 
 class PlanChain(NamedTuple):
@@ -195,7 +200,12 @@ def _split_min_max(weights: list[float], parts: int) -> list[int]:
     return sizes[::-1]
 
 
-def _aggregate(clusters: list[list[LayerCost]], prev_out: float, nbytes: int) -> StageCosts:
+def _aggregate(
+    clusters: list[list[LayerCost]],
+    prev_out: float,
+    nbytes: int,
+    mb_sync_kinds: tuple[str, ...] = (),
+) -> StageCosts:
     layers = [x for c in clusters for x in c]
     ckpt = 0.0
     inp = prev_out
@@ -221,6 +231,7 @@ def _aggregate(clusters: list[list[LayerCost]], prev_out: float, nbytes: int) ->
         layers=sum(1 for x in layers if x.kind in ("gemm", "conv")),
         flops_core=sum(x.core_flops for x in layers),
         act_core=sum(x.core_act_bytes for x in layers),
+        mb_sync_params=sum(x.params for x in layers if x.kind in mb_sync_kinds),
     )
 
 
@@ -269,7 +280,7 @@ def stage_costs(
     out: list[StageCosts] = []
     prev_out = 0.0
     for g in groups:
-        out.append(_aggregate(g, prev_out, nbytes))
+        out.append(_aggregate(g, prev_out, nbytes, framework.microbatch_grad_sync))
         prev_out = g[-1][-1].out_elems
     return tuple(out)
 
@@ -487,6 +498,7 @@ class Estimator:
         comps: list[float] = []
         intras: list[float] = []
         crosses: list[float] = []
+        mb_syncs: list[float] = []
         sync_opt = 0.0
         sync_part = opt_part = 0.0
         mem_max = 0.0
@@ -519,17 +531,22 @@ class Estimator:
                 else:
                     cross = 2 * lat + total / (nodes_per_stage * bw_node)
                 cross *= v
-            times.append(comp + intra + cross)
+            local_params = st.params / t
+            bw_dp = bw_intra if stage_in_node else bw_node / gpus_of_stage_per_node
+            mb_sync = 0.0
+            if d > 1 and st.mb_sync_params:  # all-reduced after every microbatch
+                size = st.mb_sync_params / t * grad_bytes
+                mb_sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw_dp
+            times.append(comp + intra + cross + mb_sync)
             comps.append(comp)
             intras.append(intra)
             crosses.append(cross)
+            mb_syncs.append(mb_sync)
 
-            local_params = st.params / t
             sync = 0.0
-            if d > 1:
-                size = local_params * grad_bytes
-                bw = bw_intra if stage_in_node else bw_node / gpus_of_stage_per_node
-                sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw
+            if d > 1:  # the other gradients, once per iteration
+                size = (st.params - st.mb_sync_params) / t * grad_bytes
+                sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw_dp
                 sync *= 1.0 - fw.dp_overlap
             shard = d if plan.distributed_optimizer else 1
             opt_params = local_params / shard + st.expert_params / q
@@ -562,7 +579,7 @@ class Estimator:
             intra_stage_comm_s=m * intras[j],
             cross_stage_comm_s=m * crosses[j],
             bubble_s=bubble,
-            grad_sync_s=sync_part,
+            grad_sync_s=m * mb_syncs[j] + sync_part,
             optimizer_s=opt_part,
             overhead_s=overhead,
         )
