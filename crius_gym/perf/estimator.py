@@ -3,7 +3,9 @@
 Computation and communication are priced separately (``docs/estimator.md``):
 
 * per stage and microbatch: compute = FLOPs / (peak × η), with η = η_max,g · κ_family ·
-  w / (w + w_half,g) and w the per-GPU GFLOP of the stage's microbatch; tensor-parallel
+  w / (w + w_half,g) and w the per-GPU GFLOP of the stage's microbatch — except kernels priced
+  by occupancy (convolutions), each of which costs ``max(F, s·wave)`` FLOPs at η_max,g (F its
+  per-GPU FLOPs, s the FLOPs of one output element: at least one full wave); tensor-parallel
   all-reduces over the intra-node link; MoE all-to-alls over the intra-node link or the node NIC;
   the boundary activation (forward) and its gradient (backward) to the next stage over the link
   between the two stages;
@@ -83,6 +85,10 @@ class StageCosts:
             part of ``act_tp``).
         mb_sync_params: the part of ``params`` whose gradients are synchronised after every
             microbatch (:attr:`FrameworkProfile.microbatch_grad_sync`).
+        occ_flops_rc, occ_flops_norc: the part of ``flops_rc`` and ``flops_norc`` in layers
+            priced kernel by kernel (``LayerCost.kernels``).
+        kernels_rc, kernels_norc: those layers' kernels (forward FLOPs per sample, FLOPs per
+            output element), re-run under recomputation or not.
     """
 
     flops_rc: float
@@ -102,6 +108,10 @@ class StageCosts:
     flops_core: float = 0.0
     act_core: float = 0.0
     mb_sync_params: float = 0.0
+    occ_flops_rc: float = 0.0
+    occ_flops_norc: float = 0.0
+    kernels_rc: tuple[tuple[float, float], ...] = ()
+    kernels_norc: tuple[tuple[float, float], ...] = ()
 
 
 class PlanChain(NamedTuple):
@@ -232,6 +242,10 @@ def _aggregate(
         flops_core=sum(x.core_flops for x in layers),
         act_core=sum(x.core_act_bytes for x in layers),
         mb_sync_params=sum(x.params for x in layers if x.kind in mb_sync_kinds),
+        occ_flops_rc=sum(x.flops for x in layers if x.kernels and x.recomputed),
+        occ_flops_norc=sum(x.flops for x in layers if x.kernels and not x.recomputed),
+        kernels_rc=tuple(k for x in layers if x.recomputed for k in x.kernels),
+        kernels_norc=tuple(k for x in layers if not x.recomputed for k in x.kernels),
     )
 
 
@@ -480,6 +494,7 @@ class Estimator:
         b = global_batch / (m * d)  # samples per replica per microbatch
         peak = gpu.peak_flops(model.dtype) * cal.family(model.family)
         work_scale = cal.work_scale(model.family)
+        wave = cal.wave_elements
         per_layer_work = fw.efficiency_work == "layer"
         traffic = cal.activation_traffic
         lat = cal.collective_latency_s
@@ -506,11 +521,22 @@ class Estimator:
             flops = (passes * st.flops_rc + 3.0 * st.flops_norc) * b / t
             if selective:  # the attention core runs once more, before its backward
                 flops += st.flops_core * b / t
-            work_gflop = flops / 1e9 / work_scale
-            if per_layer_work:
-                work_gflop /= max(1, st.layers)
-            eta = gcal.efficiency(work_gflop)
-            comp = flops / (peak * eta) if flops > 0 else 0.0
+            comp = 0.0
+            if st.kernels_rc or st.kernels_norc:
+                # Occupancy floor: a kernel with fewer than `wave` output elements per GPU
+                # takes as long as one full wave (E·s FLOPs per GPU, s per output element).
+                work = 0.0
+                for f_k, s_k in st.kernels_rc:
+                    work += passes * max(f_k * b / t, s_k * wave)
+                for f_k, s_k in st.kernels_norc:
+                    work += 3.0 * max(f_k * b / t, s_k * wave)
+                comp = work / (peak * gcal.eta_max)
+                flops -= (passes * st.occ_flops_rc + 3.0 * st.occ_flops_norc) * b / t
+            if flops > 0:
+                work_gflop = flops / 1e9 / work_scale
+                if per_layer_work:
+                    work_gflop /= max(1, st.layers)
+                comp += flops / (peak * gcal.efficiency(work_gflop))
             if traffic:
                 comp += traffic * passes / 3.0 * (st.act_fixed + st.act_tp / t) * b / hbm
             intra = 0.0
