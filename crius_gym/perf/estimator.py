@@ -10,7 +10,9 @@ Computation and communication are priced separately (``docs/estimator.md``):
   the boundary activation (forward) and its gradient (backward) to the next stage over the link
   between the two stages;
 * per iteration: ``T = m·max_i t_i + (Σ_i t_i − max_i t_i)/v + max_i(DP_i + OPT_i) + c`` (the
-  pipeline form of Alpa, Metis and AMP with interleaving degree v), DP_i the ring all-reduce of
+  pipeline form of Alpa, Metis and AMP with interleaving degree v) — or, for a framework whose
+  cross-stage transfers do not overlap compute (Alpa), the compute and transfer pipelines
+  added: ``m·max_i c_i + m·max_i x_i + (Σ c − max c) + (Σ x − max x)``; DP_i the ring all-reduce of
   the stage's gradients over the slowest link of its data-parallel group, OPT_i the optimizer
   step's memory traffic; gradients of the layer kinds in the framework's
   ``microbatch_grad_sync`` (Alpa's convolutions) are all-reduced after every microbatch, inside
@@ -595,15 +597,27 @@ class Estimator:
                 acts += b * max((fx / sp + tp / t for fx, tp in st.clusters_ws), default=0.0)
             mem_max = max(mem_max, states + acts)
 
-        t_max = max(times)
-        j = times.index(t_max)
-        bubble = (sum(times) - t_max) / v
+        if fw.cross_stage_overlap or p == 1:
+            t_max = max(times)
+            j = times.index(t_max)
+            bubble = (sum(times) - t_max) / v
+            cross_part = m * crosses[j]
+            t_max -= crosses[j]
+        else:
+            # Transfers do not overlap compute: each pipeline tick first moves the stages'
+            # inputs, then computes, so the transfers form a pipeline of their own.
+            inner = [x - y for x, y in zip(times, crosses, strict=True)]
+            t_max = max(inner)
+            j = inner.index(t_max)
+            x_max = max(crosses)
+            bubble = (sum(inner) - t_max + sum(crosses) - x_max) / v
+            cross_part = m * x_max
         overhead = cal.iteration_overhead_s
-        total_time = m * t_max + bubble + sync_opt + overhead
+        total_time = m * t_max + cross_part + bubble + sync_opt + overhead
         breakdown = Breakdown(
             compute_s=m * comps[j],
             intra_stage_comm_s=m * intras[j],
-            cross_stage_comm_s=m * crosses[j],
+            cross_stage_comm_s=cross_part,
             bubble_s=bubble,
             grad_sync_s=m * mb_syncs[j] + sync_part,
             optimizer_s=opt_part,

@@ -53,6 +53,10 @@ class FrameworkProfile:
         microbatch_grad_sync: layer kinds (``conv``, ``gemm``, …) whose weight gradients are
             synchronised over data parallelism after every microbatch rather than once per
             iteration (Alpa's convolutions: ``docs/estimator.md``, "Convolutions").
+        cross_stage_overlap: whether activations sent between pipeline stages overlap other
+            compute. False (Alpa: ``enable_overlapping`` off, transfers on the compute stream
+            at the start of every pipeline tick): the transfers form their own pipeline, added
+            to the compute pipeline (``docs/estimator.md``).
     """
 
     name: str
@@ -71,6 +75,7 @@ class FrameworkProfile:
     sequence_parallel_options: tuple[bool, ...] = (False,)
     calibration: str = ""
     microbatch_grad_sync: tuple[str, ...] = ()
+    cross_stage_overlap: bool = True
 
     def __post_init__(self) -> None:
         if self.microbatches is None and not self.microbatch_sizes:
@@ -147,6 +152,7 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
         ),
         calibration=str(entry.get("calibration", name)),
         microbatch_grad_sync=tuple(str(x) for x in entry.get("microbatch_grad_sync") or ()),
+        cross_stage_overlap=bool(entry.get("cross_stage_overlap", True)),
     )
 
 
