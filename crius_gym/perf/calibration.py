@@ -68,6 +68,9 @@ class Calibration:
             step, priced at HBM bandwidth; its share of a layer's time falls as 1/h.
         collective_latency_s: latency per collective or transfer, seconds.
         iteration_overhead_s: constant cost per iteration, seconds.
+        wave_elements: output elements per GPU of one full wave of a kernel priced by occupancy
+            (convolutions): such a kernel costs at least one wave, i.e. ``max(E, wave)`` output
+            elements with E its own (``docs/estimator.md``, "Convolutions"); 0 = no floor.
     """
 
     framework: str
@@ -79,6 +82,7 @@ class Calibration:
     activation_traffic: float = 0.0
     collective_latency_s: float = 0.0
     iteration_overhead_s: float = 0.0
+    wave_elements: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.intra_link_efficiency <= 2:
@@ -87,8 +91,9 @@ class Calibration:
             self.collective_latency_s < 0
             or self.iteration_overhead_s < 0
             or (self.activation_traffic < 0)
+            or self.wave_elements < 0
         ):
-            raise ConfigError("latency and overhead must be >= 0")
+            raise ConfigError("latency, overhead, activation traffic and wave must be >= 0")
 
     def __hash__(self) -> int:
         return hash(
@@ -102,6 +107,7 @@ class Calibration:
                 self.activation_traffic,
                 self.collective_latency_s,
                 self.iteration_overhead_s,
+                self.wave_elements,
             )
         )
 
@@ -136,6 +142,7 @@ class Calibration:
             "activation_traffic": round(self.activation_traffic, 6),
             "collective_latency_s": round(self.collective_latency_s, 9),
             "iteration_overhead_s": round(self.iteration_overhead_s, 6),
+            "wave_elements": round(self.wave_elements, 1),
         }
 
 
@@ -163,6 +170,7 @@ def parse_calibration(framework: str, entry: Mapping[str, Any]) -> Calibration:
         activation_traffic=float(entry.get("activation_traffic", 0.0)),
         collective_latency_s=float(entry.get("collective_latency_s", 0.0)),
         iteration_overhead_s=float(entry.get("iteration_overhead_s", 0.0)),
+        wave_elements=float(entry.get("wave_elements", 0.0)),
     )
 
 

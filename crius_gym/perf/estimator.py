@@ -3,14 +3,20 @@
 Computation and communication are priced separately (``docs/estimator.md``):
 
 * per stage and microbatch: compute = FLOPs / (peak × η), with η = η_max,g · κ_family ·
-  w / (w + w_half,g) and w the per-GPU GFLOP of the stage's microbatch; tensor-parallel
+  w / (w + w_half,g) and w the per-GPU GFLOP of the stage's microbatch — except kernels priced
+  by occupancy (convolutions), each of which costs ``max(F, s·wave)`` FLOPs at η_max,g (F its
+  per-GPU FLOPs, s the FLOPs of one output element: at least one full wave); tensor-parallel
   all-reduces over the intra-node link; MoE all-to-alls over the intra-node link or the node NIC;
   the boundary activation (forward) and its gradient (backward) to the next stage over the link
   between the two stages;
 * per iteration: ``T = m·max_i t_i + (Σ_i t_i − max_i t_i)/v + max_i(DP_i + OPT_i) + c`` (the
-  pipeline form of Alpa, Metis and AMP with interleaving degree v), DP_i the ring all-reduce of
+  pipeline form of Alpa, Metis and AMP with interleaving degree v) — or, for a framework whose
+  cross-stage transfers do not overlap compute (Alpa), the compute and transfer pipelines
+  added: ``m·max_i c_i + m·max_i x_i + (Σ c − max c) + (Σ x − max x)``; DP_i the ring all-reduce of
   the stage's gradients over the slowest link of its data-parallel group, OPT_i the optimizer
-  step's memory traffic;
+  step's memory traffic; gradients of the layer kinds in the framework's
+  ``microbatch_grad_sync`` (Alpa's convolutions) are all-reduced after every microbatch, inside
+  the stage time;
 * memory per GPU: model states (weights, gradients, optimizer states, the latter split over data
   parallelism with the plan's distributed optimizer) + activations of the microbatches in flight
   (1F1B: ``p − i`` at stage i; Korthikanti et al. 2022 per recomputation mode and sequence
@@ -79,6 +85,12 @@ class StageCosts:
         flops_core: attention-core FLOPs (re-run under selective recomputation).
         act_core: attention-core activation bytes (not kept under selective recomputation;
             part of ``act_tp``).
+        mb_sync_params: the part of ``params`` whose gradients are synchronised after every
+            microbatch (:attr:`FrameworkProfile.microbatch_grad_sync`).
+        occ_flops_rc, occ_flops_norc: the part of ``flops_rc`` and ``flops_norc`` in layers
+            priced kernel by kernel (``LayerCost.kernels``).
+        kernels_rc, kernels_norc: those layers' kernels (forward FLOPs per sample, FLOPs per
+            output element), re-run under recomputation or not.
     """
 
     flops_rc: float
@@ -97,6 +109,11 @@ class StageCosts:
     layers: int
     flops_core: float = 0.0
     act_core: float = 0.0
+    mb_sync_params: float = 0.0
+    occ_flops_rc: float = 0.0
+    occ_flops_norc: float = 0.0
+    kernels_rc: tuple[tuple[float, float], ...] = ()
+    kernels_norc: tuple[tuple[float, float], ...] = ()
 
 
 class PlanChain(NamedTuple):
@@ -195,7 +212,12 @@ def _split_min_max(weights: list[float], parts: int) -> list[int]:
     return sizes[::-1]
 
 
-def _aggregate(clusters: list[list[LayerCost]], prev_out: float, nbytes: int) -> StageCosts:
+def _aggregate(
+    clusters: list[list[LayerCost]],
+    prev_out: float,
+    nbytes: int,
+    mb_sync_kinds: tuple[str, ...] = (),
+) -> StageCosts:
     layers = [x for c in clusters for x in c]
     ckpt = 0.0
     inp = prev_out
@@ -221,6 +243,11 @@ def _aggregate(clusters: list[list[LayerCost]], prev_out: float, nbytes: int) ->
         layers=sum(1 for x in layers if x.kind in ("gemm", "conv")),
         flops_core=sum(x.core_flops for x in layers),
         act_core=sum(x.core_act_bytes for x in layers),
+        mb_sync_params=sum(x.params for x in layers if x.kind in mb_sync_kinds),
+        occ_flops_rc=sum(x.flops for x in layers if x.kernels and x.recomputed),
+        occ_flops_norc=sum(x.flops for x in layers if x.kernels and not x.recomputed),
+        kernels_rc=tuple(k for x in layers if x.recomputed for k in x.kernels),
+        kernels_norc=tuple(k for x in layers if not x.recomputed for k in x.kernels),
     )
 
 
@@ -269,7 +296,7 @@ def stage_costs(
     out: list[StageCosts] = []
     prev_out = 0.0
     for g in groups:
-        out.append(_aggregate(g, prev_out, nbytes))
+        out.append(_aggregate(g, prev_out, nbytes, framework.microbatch_grad_sync))
         prev_out = g[-1][-1].out_elems
     return tuple(out)
 
@@ -469,6 +496,7 @@ class Estimator:
         b = global_batch / (m * d)  # samples per replica per microbatch
         peak = gpu.peak_flops(model.dtype) * cal.family(model.family)
         work_scale = cal.work_scale(model.family)
+        wave = cal.wave_elements
         per_layer_work = fw.efficiency_work == "layer"
         traffic = cal.activation_traffic
         lat = cal.collective_latency_s
@@ -487,6 +515,7 @@ class Estimator:
         comps: list[float] = []
         intras: list[float] = []
         crosses: list[float] = []
+        mb_syncs: list[float] = []
         sync_opt = 0.0
         sync_part = opt_part = 0.0
         mem_max = 0.0
@@ -494,11 +523,22 @@ class Estimator:
             flops = (passes * st.flops_rc + 3.0 * st.flops_norc) * b / t
             if selective:  # the attention core runs once more, before its backward
                 flops += st.flops_core * b / t
-            work_gflop = flops / 1e9 / work_scale
-            if per_layer_work:
-                work_gflop /= max(1, st.layers)
-            eta = gcal.efficiency(work_gflop)
-            comp = flops / (peak * eta) if flops > 0 else 0.0
+            comp = 0.0
+            if st.kernels_rc or st.kernels_norc:
+                # Occupancy floor: a kernel with fewer than `wave` output elements per GPU
+                # takes as long as one full wave (E·s FLOPs per GPU, s per output element).
+                work = 0.0
+                for f_k, s_k in st.kernels_rc:
+                    work += passes * max(f_k * b / t, s_k * wave)
+                for f_k, s_k in st.kernels_norc:
+                    work += 3.0 * max(f_k * b / t, s_k * wave)
+                comp = work / (peak * gcal.eta_max)
+                flops -= (passes * st.occ_flops_rc + 3.0 * st.occ_flops_norc) * b / t
+            if flops > 0:
+                work_gflop = flops / 1e9 / work_scale
+                if per_layer_work:
+                    work_gflop /= max(1, st.layers)
+                comp += flops / (peak * gcal.efficiency(work_gflop))
             if traffic:
                 comp += traffic * passes / 3.0 * (st.act_fixed + st.act_tp / t) * b / hbm
             intra = 0.0
@@ -519,17 +559,22 @@ class Estimator:
                 else:
                     cross = 2 * lat + total / (nodes_per_stage * bw_node)
                 cross *= v
-            times.append(comp + intra + cross)
+            local_params = st.params / t
+            bw_dp = bw_intra if stage_in_node else bw_node / gpus_of_stage_per_node
+            mb_sync = 0.0
+            if d > 1 and st.mb_sync_params:  # all-reduced after every microbatch
+                size = st.mb_sync_params / t * grad_bytes
+                mb_sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw_dp
+            times.append(comp + intra + cross + mb_sync)
             comps.append(comp)
             intras.append(intra)
             crosses.append(cross)
+            mb_syncs.append(mb_sync)
 
-            local_params = st.params / t
             sync = 0.0
-            if d > 1:
-                size = local_params * grad_bytes
-                bw = bw_intra if stage_in_node else bw_node / gpus_of_stage_per_node
-                sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw
+            if d > 1:  # the other gradients, once per iteration
+                size = (st.params - st.mb_sync_params) / t * grad_bytes
+                sync = 2 * lat * (d - 1) + 2 * (d - 1) / d * size / bw_dp
                 sync *= 1.0 - fw.dp_overlap
             shard = d if plan.distributed_optimizer else 1
             opt_params = local_params / shard + st.expert_params / q
@@ -552,17 +597,29 @@ class Estimator:
                 acts += b * max((fx / sp + tp / t for fx, tp in st.clusters_ws), default=0.0)
             mem_max = max(mem_max, states + acts)
 
-        t_max = max(times)
-        j = times.index(t_max)
-        bubble = (sum(times) - t_max) / v
+        if fw.cross_stage_overlap or p == 1:
+            t_max = max(times)
+            j = times.index(t_max)
+            bubble = (sum(times) - t_max) / v
+            cross_part = m * crosses[j]
+            t_max -= crosses[j]
+        else:
+            # Transfers do not overlap compute: each pipeline tick first moves the stages'
+            # inputs, then computes, so the transfers form a pipeline of their own.
+            inner = [x - y for x, y in zip(times, crosses, strict=True)]
+            t_max = max(inner)
+            j = inner.index(t_max)
+            x_max = max(crosses)
+            bubble = (sum(inner) - t_max + sum(crosses) - x_max) / v
+            cross_part = m * x_max
         overhead = cal.iteration_overhead_s
-        total_time = m * t_max + bubble + sync_opt + overhead
+        total_time = m * t_max + cross_part + bubble + sync_opt + overhead
         breakdown = Breakdown(
             compute_s=m * comps[j],
             intra_stage_comm_s=m * intras[j],
-            cross_stage_comm_s=m * crosses[j],
+            cross_stage_comm_s=cross_part,
             bubble_s=bubble,
-            grad_sync_s=sync_part,
+            grad_sync_s=m * mb_syncs[j] + sync_part,
             optimizer_s=opt_part,
             overhead_s=overhead,
         )

@@ -20,6 +20,7 @@ from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.perf.calibration import Calibration, GPUCalibration
 from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import FrameworkProfile
+from crius_gym.perf.layers import model_costs
 from crius_gym.perf.measurements import Measurement
 from crius_gym.perf.plan import PlanConstraints, PlanEstimate
 
@@ -102,8 +103,11 @@ def default_parameters(framework: str, rows: Sequence[Measurement]) -> list[Para
     """The free constants for a framework given its calibration rows.
 
     Per GPU type with rows: η_max and w_half; the inter-node efficiency only where multi-node
-    rows exist.  Globally: the intra-node link efficiency, and a compute-efficiency factor per
-    model family other than the first family seen (the reference, factor 1).
+    rows exist.  Globally: the intra-node link efficiency, the activation traffic, and a
+    compute-efficiency factor per model family other than the first family seen (the
+    reference, factor 1); under Alpa a work scale per such family, except for families whose
+    layers are all priced kernel by kernel (convolutions): their small-kernel slowdown is the
+    occupancy floor, one wave size for all of them.
     """
     gpus = sorted({m.gpu_type for m in rows})
     multi = {m.gpu_type for m in rows if m.multi_node}
@@ -116,12 +120,17 @@ def default_parameters(framework: str, rows: Sequence[Measurement]) -> list[Para
     params.append(Parameter("intra_link_efficiency", 0.5, 0.02, 1.0))
     params.append(Parameter("activation_traffic", 1.0, 0.001, 30.0))
     families = sorted({m.model.family for m in rows})
+    by_kernel = {
+        m.model.family for m in rows if all(x.kernels for x in model_costs(m.model).layers)
+    }
     reference = "bert" if "bert" in families else families[0]
     for f in families:
         if f != reference:
             params.append(Parameter(f"family.{f}", 1.0, 0.2, 3.0))
-            if framework == "alpa":
+            if framework == "alpa" and f not in by_kernel:
                 params.append(Parameter(f"work_scale.{f}", 1.0, 0.01, 100.0))
+    if by_kernel:
+        params.append(Parameter("wave_elements", 1e6, 1e3, 1e9))
     return params
 
 
@@ -134,9 +143,12 @@ def apply_parameters(
     family = dict(base.family_efficiency)
     work_scale = dict(base.family_work_scale)
     traffic = base.activation_traffic
+    wave = base.wave_elements
     for p, v in zip(params, values, strict=True):
         if p.name == "intra_link_efficiency":
             intra = v
+        elif p.name == "wave_elements":
+            wave = v
         elif p.name == "activation_traffic":
             traffic = v
         elif p.name.startswith("family."):
@@ -164,6 +176,7 @@ def apply_parameters(
         activation_traffic=traffic,
         collective_latency_s=base.collective_latency_s,
         iteration_overhead_s=base.iteration_overhead_s,
+        wave_elements=wave,
     )
 
 

@@ -6,12 +6,15 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.perf.layers import LayerKind
 from crius_gym.perf.plan import RECOMPUTE_MODES, Recompute
+
+_LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,13 @@ class FrameworkProfile:
         efficiency_work: the work that sets compute efficiency: ``stage`` (per-GPU FLOPs of a
             stage's microbatch; Alpa fuses whole clusters) or ``layer`` (the same divided by the
             stage's layers: GEMM size, as in Megatron-LM's rising FLOP/s with h/t).
+        microbatch_grad_sync: layer kinds (``conv``, ``gemm``, …) whose weight gradients are
+            synchronised over data parallelism after every microbatch rather than once per
+            iteration (Alpa's convolutions: ``docs/estimator.md``, "Convolutions").
+        cross_stage_overlap: whether activations sent between pipeline stages overlap other
+            compute. False (Alpa: ``enable_overlapping`` off, transfers on the compute stream
+            at the start of every pipeline tick): the transfers form their own pipeline, added
+            to the compute pipeline (``docs/estimator.md``).
     """
 
     name: str
@@ -64,6 +74,8 @@ class FrameworkProfile:
     efficiency_work: Literal["stage", "layer"] = "stage"
     sequence_parallel_options: tuple[bool, ...] = (False,)
     calibration: str = ""
+    microbatch_grad_sync: tuple[str, ...] = ()
+    cross_stage_overlap: bool = True
 
     def __post_init__(self) -> None:
         if self.microbatches is None and not self.microbatch_sizes:
@@ -92,6 +104,12 @@ class FrameworkProfile:
         bad_dtypes = [x for x in self.fp32_grad_dtypes if x not in ("fp16", "bf16")]
         if bad_dtypes:
             raise ConfigError(f"framework {self.name}: fp32_main_grads {bad_dtypes} not 16-bit")
+        bad_kinds = [k for k in self.microbatch_grad_sync if k not in _LAYER_KINDS]
+        if bad_kinds:
+            raise ConfigError(
+                f"framework {self.name}: microbatch_grad_sync {bad_kinds} not in "
+                + ", ".join(_LAYER_KINDS)
+            )
         if not self.calibration:  # frozen: the default is filled in once, here
             object.__setattr__(self, "calibration", self.name)
 
@@ -133,6 +151,8 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
             bool(x) for x in entry.get("sequence_parallel_options", [False])
         ),
         calibration=str(entry.get("calibration", name)),
+        microbatch_grad_sync=tuple(str(x) for x in entry.get("microbatch_grad_sync") or ()),
+        cross_stage_overlap=bool(entry.get("cross_stage_overlap", True)),
     )
 
 

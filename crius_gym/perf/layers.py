@@ -13,7 +13,9 @@ Formulas (``docs/estimator.md``, "What is priced"):
   ``s·h·(10 + 24/t + 5·a·s/(h·t))`` (Korthikanti et al. 2022, Table 2);
 * MoE (GShard as in the Arena artifact): attention plus top-k of E experts of FFN ``8h`` in every
   other layer, dispatch/combine einsums ``8·S·h`` FLOPs per token, two all-to-alls per MoE layer;
-* Wide-ResNet (Alpa's bottleneck block): ``2·H·W·C_in·C_out·k²`` FLOPs per convolution.
+* Wide-ResNet (Alpa's bottleneck block): ``2·H·W·C_in·C_out·k²`` FLOPs per convolution; each
+  convolution (and the classifier GEMM) is also listed as a kernel (its FLOPs and the
+  ``2·C_in·k²`` FLOPs of one output element) for the estimator's occupancy floor.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class LayerCost:
         core_act_bytes: activation bytes per sample of the attention core (softmax output, its
             dropout mask and output: 5·a·s² in 16-bit), what selective recomputation does not
             keep; part of ``act_tp_bytes``.
+        kernels: the layer's kernels as (forward FLOPs per sample, FLOPs of one output
+            element: ``2·C_in·k²`` for a convolution, ``2·K`` for a GEMM of depth K). A layer
+            that lists them is priced kernel by kernel with the occupancy floor of
+            ``docs/estimator.md`` ("Convolutions"); their FLOPs sum to ``flops``.
     """
 
     name: str
@@ -75,6 +81,7 @@ class LayerCost:
     recomputed: bool = True
     core_flops: float = 0.0
     core_act_bytes: float = 0.0
+    kernels: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -273,6 +280,7 @@ def _wide_resnet_costs(m: WideResNetSpec) -> tuple[LayerCost, ...]:
             act_tp_bytes=3 * (2 * res) ** 2 * f0 * nbytes,
             tp_allreduce_elems=res * res * f0,
             tp_allreduces=1,
+            kernels=((stem_flops, 2.0 * 3 * 7 * 7),),
         )
     ]
     c_in = f0
@@ -285,9 +293,12 @@ def _wide_resnet_costs(m: WideResNetSpec) -> tuple[LayerCost, ...]:
             fl2, p2 = _conv(res_out, f, f * m.width_factor, 3)
             fl3, p3 = _conv(res_out, f * m.width_factor, 4 * f, 1)
             flops, params = fl1 + fl2 + fl3, p1 + p2 + p3
+            # 1×1 (c_in → f), 3×3 (f → f·w), 1×1 (f·w → 4f): 2·C_in·k² FLOPs per output.
+            kernels = [(fl1, 2.0 * c_in), (fl2, 18.0 * f), (fl3, 2.0 * f * m.width_factor)]
             if c_in != 4 * f or stride != 1:
                 flp, pp = _conv(res_out, c_in, 4 * f, 1)
                 flops, params = flops + flp, params + pp
+                kernels.append((flp, 2.0 * c_in))  # projection shortcut
             # Each convolution's output is kept for BatchNorm and ReLU backward (≈3 copies).
             act = 3 * (res_in**2 * f + res_out**2 * f * m.width_factor + res_out**2 * 4 * f)
             layers.append(
@@ -301,6 +312,7 @@ def _wide_resnet_costs(m: WideResNetSpec) -> tuple[LayerCost, ...]:
                     act_tp_bytes=act * nbytes,
                     tp_allreduce_elems=res_out * res_out * 4 * f,
                     tp_allreduces=2,
+                    kernels=tuple(kernels),
                 )
             )
             c_in, res = 4 * f, res_out
@@ -313,6 +325,7 @@ def _wide_resnet_costs(m: WideResNetSpec) -> tuple[LayerCost, ...]:
             out_elems=1.0,
             act_tp_bytes=4.0 * m.num_classes,
             recomputed=False,
+            kernels=((2.0 * c_in * m.num_classes, 2.0 * c_in),),
         )
     )
     return tuple(layers)

@@ -103,7 +103,10 @@ class Breakdown:
         bubble_s: the pipeline's fill and drain.
         grad_sync_s: the data-parallel gradient synchronisation (with the distributed
             optimizer, its reduce-scatter and the parameters' all-gather), once per iteration,
-            of the stage whose synchronisation plus optimizer step takes longest.
+            of the stage whose synchronisation plus optimizer step takes longest; plus, for
+            gradients the framework synchronises after every microbatch (Alpa's
+            convolutions), the bottleneck stage's per-microbatch synchronisation times the
+            microbatches.
         optimizer_s: that stage's optimizer step.
         overhead_s: the framework's fixed per-iteration overhead (calibrated).
     """
