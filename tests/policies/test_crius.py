@@ -177,9 +177,10 @@ def test_no_shrink_when_summed_throughput_would_drop():
 
 
 def test_type_change_to_admit():
-    # BERT-2.6B needs the A100 pair (no plan fits on A10s); WRN-500M moves to the A10s.
+    # BERT-2.6B needs the A100 pair (no plan fits on A10s); WRN-1B moves to the A10s (it
+    # loses less there than the new job gains: the summed throughput rises).
     jobs = (
-        job(0, 0.0, model="wide_resnet-500m", batch=256, iters=2000, gpus=2, gpu_type=A100),
+        job(0, 0.0, model="wide_resnet-1b", batch=256, iters=2000, gpus=2, gpu_type=A100),
         job(1, 100.0, model="bert-2.6b", iters=100, gpus=2, gpu_type=A100),
     )
     sim = make_sim(A100_AND_A10, restore_s=30.0)

@@ -31,7 +31,8 @@ def test_identical_rollouts_have_zero_advantage():
 
 def _advantages(seed: int) -> np.ndarray:
     hp = resolve_hyperparams(
-        "tiny", overrides=["n_envs=4", "sequences=2", "policy_kwargs.hint_weight=3"]
+        "tiny",
+        overrides=["n_envs=4", "sequences=2", "vine_fraction=0", "policy_kwargs.hint_weight=3"],
     )
     venv = build_vec_env(hp, "tiny", EnvConfig(**dict(hp.env)), seed)
     model = make_model(hp, venv, seed, None)
