@@ -346,10 +346,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             return build_decision_state(self.sim, self.config, self.selector, acted)
         while True:
             plan = self._guide_plan()
-            state = build_decision_state(self.sim, self.config, self.selector, acted, plan)
-            nxt = plan.next
-            if nxt is None or self._index_in(state, nxt) is not None:
-                return state
+            # Whether the proposal is one of the env's actions now, asked of its job alone
+            # (express_next equals looking it up in the full state, which is built once).
+            if (
+                plan.next is None
+                or express_next(self.sim, self.config, self.selector, acted, plan) is not None
+            ):
+                return build_decision_state(self.sim, self.config, self.selector, acted, plan)
             # Not one of the env's actions now (a job or Cell outside what is shown): skip it.
             guide.drop_next()
             self._guide_stats["dropped"] += 1
