@@ -57,8 +57,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     model.policy.optimizer = model.policy.optimizer_class(  # type: ignore[call-arg]
         model.policy.parameters(), lr=model.lr_schedule(1), **model.policy.optimizer_kwargs
     )
+    # The training envs' last observations (one per env) are no part of a policy either.
     with atomic_path(out / "best_model.zip") as tmp:
-        model.save(tmp)
+        model.save(tmp, exclude=["_last_obs"])
     meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
     meta["exported"] = {
         **Provenance.capture().as_dict(),

@@ -196,9 +196,12 @@ class SequencePPO(MaskablePPO):
         self._sequence_rng = np.random.default_rng(self.seed if self.seed is not None else 0)
 
     def _excluded_save_params(self) -> list[str]:
-        # The replay and its optimizer are training state of one session, not of the policy.
+        # The replay and its optimizer are training state of one session, not of the policy;
+        # so are the envs' last observations (32 of them, half a MB: a resumed run's envs are
+        # new, and SB3's set_env resets them).
         return [
             *super()._excluded_save_params(),
+            "_last_obs",
             "_replay",
             "_distill_optimizer",
             "_pool",
