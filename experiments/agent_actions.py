@@ -83,9 +83,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         mask = env.action_masks()
         guide = env.guide_action()
         assert guide is not None
-        waiting = int(info["waiting"])
-        outside += envelope is not None and waiting > envelope
-        action = actor(obs, mask, guide, waiting)
+        waiting, running = int(info["waiting"]), int(info["running"])
+        outside += envelope is not None and not envelope.holds(waiting, running)
+        action = actor(obs, mask, guide, waiting, running)
         counts[(cfg.action_kind(guide), cfg.action_kind(action), action == guide)] += 1
         obs, _, term, trunc, info = env.step(action)
         if term or trunc:
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "bare network"
         if args.deployment == "none"
         else f"guide margin {margin:g}, envelope "
-        + ("none" if envelope is None else f"{envelope} waiting jobs")
+        + ("none" if envelope is None else envelope.describe())
     )
     print(f"{path} on {sc.name}, trace {trace.name} ({how}): {total} decisions")
     print("| guide | agent | same action | decisions |\n| --- | --- | --- | ---: |")

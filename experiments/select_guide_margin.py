@@ -6,8 +6,9 @@ candidate δ on the validation traces of every component of the policy's trainin
 of its validation scenarios — never on test or Arena traces — prints the table, writes it to
 --out as Markdown and CSV, and (unless --dry-run) stores the chosen δ in the policy's
 metadata.yaml, where `experiments/evaluate.py` reads it. With --envelope-episodes N it first
-measures the agent's envelope (the most jobs it saw waiting on N episodes of its training
-distribution; where more wait, the guide decides), selects δ with it and records it too.
+measures the agent's envelope (the most jobs it saw waiting, and running, on N episodes of its
+training distribution; where more wait or run, the guide decides), selects δ with it and records
+it too.
 `train_ppo.py` does the same at the end of every run; this script re-selects for an existing
 policy, e.g.
 
@@ -43,6 +44,7 @@ from crius_gym.rl.deviation import (
     select_guide_margin,
     selection_scenarios,
 )
+from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import load_scenario
 
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "pass --force to replace it, or --dry-run to only compare"
             )
     rows = []
-    envelopes: dict[str, int] = {}
+    envelopes: dict[str, Envelope] = {}
     for spec in args.policy:
         run_dir = Path(spec)
         path = policy_file(run_dir)
@@ -140,12 +142,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         model, _ = load_policy(path, CriusEnv(scenarios[0], cfg))
         print(f"{run_dir}: {len(scenarios)} scenarios × {len(margins)} margins", flush=True)
         t0 = time.perf_counter()
-        max_waiting = None
+        envelope = None
         if args.envelope_episodes:
-            max_waiting = measure_envelope(model, cfg, training, args.envelope_episodes)
-            envelopes[run_dir.name] = max_waiting
+            envelope = measure_envelope(model, cfg, training, args.envelope_episodes)
+            envelopes[run_dir.name] = envelope
             print(
-                f"{run_dir}: envelope {max_waiting} waiting jobs "
+                f"{run_dir}: envelope {envelope.describe()} "
                 f"({args.envelope_episodes} training episodes)",
                 flush=True,
             )
@@ -160,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             stress_traces=args.stress_traces,
             stress_load=args.stress_load,
             stress_jobs=args.stress_jobs,
-            max_waiting=max_waiting,
+            envelope=envelope,
             envelope_episodes=args.envelope_episodes,
         )
         print(
@@ -196,9 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"Command: `{command}`. "
             + (
                 f"Every δ runs inside the agent's envelope (measured on {args.envelope_episodes} "
-                "training episodes; where more jobs wait than it saw there, Crius decides): "
-                + ", ".join(f"{k} {v} waiting jobs" for k, v in envelopes.items())
-                + ". "
+                "training episodes; where more jobs wait, or run, than it saw there, Crius "
+                "decides): " + ", ".join(f"{k} {v.describe()}" for k, v in envelopes.items()) + ". "
                 if args.envelope_episodes
                 else ""
             )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crius_gym.rl.envelope import Envelope
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
 
@@ -60,7 +61,7 @@ class AgentTask:
         guide_margin: the deterministic actor departs from the guide only where it prefers its
             own action by at least this many logits (0: plain argmax; see
             :mod:`crius_gym.rl.deviation`).
-        max_waiting: its envelope: where more jobs wait, the guide decides (None: none).
+        envelope: its envelope: where more jobs wait or run, the guide decides (None: none).
     """
 
     label: str
@@ -71,7 +72,7 @@ class AgentTask:
     seed: int = 0
     deterministic: bool = True
     guide_margin: float = 0.0
-    max_waiting: int | None = None
+    envelope: Envelope | None = None
 
 
 Task = HeuristicTask | AgentTask
@@ -124,7 +125,7 @@ def execute(task: Task) -> TaskResult:
     model, _ = load_policy(Path(task.model_path), env)
     assert task.trace is not None
     res, invalid = run_model(
-        model, env, task.trace, task.deterministic, task.seed, task.guide_margin, task.max_waiting
+        model, env, task.trace, task.deterministic, task.seed, task.guide_margin, task.envelope
     )
     return TaskResult(dataclasses.replace(res, policy=task.label), invalid)
 

@@ -12,6 +12,7 @@ import torch
 from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.rl.envelope import Envelope
 from crius_gym.sim.actions import Action
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.simulator import RunResult
@@ -35,27 +36,26 @@ class GreedyActor:
     argmax; δ = inf is the guide itself. :mod:`crius_gym.rl.deviation` selects δ on
     validation traces.
 
-    With ``max_waiting`` the actor also keeps to the states it was trained in: when more jobs
-    wait than it ever saw waiting on its training episodes, the guide decides (a policy is not
+    With an ``envelope`` the actor also keeps to the states it was trained in: when more jobs
+    wait, or run, than it ever saw on its training episodes, the guide decides (a policy is not
     trusted outside its training distribution; defaulting to the heuristic there is the
-    online-safety-assurance rule of Rotman, Schapira & Tamar, HotNets 2020, arXiv 2010.03625).
+    online-safety-assurance rule of Rotman, Schapira & Tamar, HotNets 2020, arXiv 2010.03625;
+    :mod:`crius_gym.rl.envelope`).
 
     Args:
         model: a trained MaskablePPO (any policy network).
         guide_margin: δ in logits (nats); 0 disables the gate.
-        max_waiting: the envelope, in waiting jobs (None: no envelope).
+        envelope: the states it was trained in (None: no envelope).
     """
 
     def __init__(
-        self, model: MaskablePPO, guide_margin: float = 0.0, max_waiting: int | None = None
+        self, model: MaskablePPO, guide_margin: float = 0.0, envelope: Envelope | None = None
     ) -> None:
         if not guide_margin >= 0:
             raise ValueError(f"guide_margin must be >= 0, got {guide_margin}")
-        if max_waiting is not None and max_waiting < 0:
-            raise ValueError(f"max_waiting must be >= 0, got {max_waiting}")
         self.policy = model.policy
         self.guide_margin = guide_margin
-        self.max_waiting = max_waiting
+        self.envelope = envelope
         space = self.policy.observation_space
         assert isinstance(space, gym.spaces.Dict)
         self.keys = [k for k in space.spaces if k != "action_mask"]
@@ -76,6 +76,7 @@ class GreedyActor:
         mask: np.ndarray,
         guide: int | None = None,
         waiting: int = 0,
+        running: int = 0,
     ) -> int:
         """The action for one observation and its mask.
 
@@ -84,10 +85,11 @@ class GreedyActor:
             mask: its valid actions.
             guide: the guide's proposal (None: no gate, no envelope).
             waiting: jobs waiting now (the env's ``info["waiting"]``), for the envelope.
+            running: jobs running now (``info["running"]``), for the envelope.
         """
         if guide is not None and (
             self.guide_margin == math.inf
-            or (self.max_waiting is not None and waiting > self.max_waiting)
+            or (self.envelope is not None and not self.envelope.holds(waiting, running))
         ):
             return guide
         logits = np.where(mask, self.logits(obs), -np.inf)
@@ -104,28 +106,28 @@ def run_model(
     deterministic: bool = True,
     seed: int = 0,
     guide_margin: float = 0.0,
-    max_waiting: int | None = None,
+    envelope: Envelope | None = None,
 ) -> tuple[RunResult, int]:
     """Run a trained policy on a whole trace through the env, always with the action mask.
 
     Deterministic runs take the masked argmax of the logits (:class:`GreedyActor`, the same
     action as ``model.predict(deterministic=True)``, with its ``guide_margin`` gate and its
-    ``max_waiting`` envelope when the env has a guide); stochastic ones sample through SB3
+    ``envelope`` when the env has a guide); stochastic ones sample through SB3
     (neither).
 
     Returns:
         (the run's result, invalid actions the model produced — 0 for a correct policy).
     """
     obs, info = env.reset(seed=seed, options={"trace": trace})
-    gated = bool(guide_margin) or max_waiting is not None
+    gated = bool(guide_margin) or envelope is not None
     if gated and not deterministic:
-        raise ValueError("guide_margin and max_waiting gate the deterministic actor only")
-    greedy = GreedyActor(model, guide_margin, max_waiting) if deterministic else None
+        raise ValueError("guide_margin and envelope gate the deterministic actor only")
+    greedy = GreedyActor(model, guide_margin, envelope) if deterministic else None
     while True:
         mask = env.action_masks()
         if greedy is not None:
             guide = env.guide_action() if gated else None
-            action = greedy(obs, mask, guide, int(info["waiting"]))
+            action = greedy(obs, mask, guide, int(info["waiting"]), int(info["running"]))
         else:
             action = int(model.predict(obs, action_masks=mask, deterministic=False)[0])
         obs, _, term, trunc, info = env.step(action)

@@ -24,13 +24,16 @@ agent therefore takes its own action only where it prefers it by at least δ log
 * the smallest δ within ``tolerance`` of the best score wins (the least conservative of the
   equally good: the agent keeps as much of what it learnt as validation allows).
 
-The deployed agent also keeps to its **envelope** (:func:`measure_envelope`): the most jobs it
-ever saw waiting on episodes of its training distribution. Where more wait, the guide decides
-(:class:`~crius_gym.rl.agent.GreedyActor`'s ``max_waiting``): training episodes are short, so a
-long queue is a state the network never learnt in, and the stress traces show what it does
-there (seed 1 of the default run, ungated, let up to 478 jobs queue on a 600-job validation
-trace by waiting where Crius started jobs: 18.6× Crius's JCT). δ is then selected with the
-envelope in place.
+The deployed agent also keeps to its **envelope** (:func:`measure_envelope`,
+:mod:`crius_gym.rl.envelope`): the most jobs it ever saw waiting, and running, on episodes of
+its training distribution. Where more wait or run, the guide decides
+(:class:`~crius_gym.rl.agent.GreedyActor`'s ``envelope``): training episodes are short, so a
+long queue, or hundreds of jobs running on a large cluster, is a state the network never learnt
+in. The stress traces show what it does with a long queue (an earlier seed 1, ungated, let up
+to 478 jobs queue on a 600-job validation trace by waiting where Crius started jobs: 18.6×
+Crius's JCT); on the Arena Philly trace more jobs run than in any training episode at 96% of
+Crius's decisions (a median of 109 running against at most 38 in training). δ is then
+selected with the envelope in place.
 
 The choice and its whole table are stored in the policy's ``metadata.yaml`` (``deployment``),
 where ``experiments/evaluate.py`` reads it.
@@ -54,6 +57,7 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
 from crius_gym.rl.agent import GreedyActor, run_model
+from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import METADATA_FILE, PolicyCompatibilityError, metadata_path, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.workload.job import Trace
@@ -75,7 +79,7 @@ class MarginSelection:
         scores: δ → the combined JCT ratio to the guide.
         per_scenario: (scenario, δ) → mean JCT ratio to the guide on its traces.
         traces: scenario → validation traces used.
-        max_waiting: the envelope the selection ran with (None: none).
+        envelope: the envelope the selection ran with (None: none).
         envelope_episodes: training episodes it was measured on.
     """
 
@@ -84,18 +88,18 @@ class MarginSelection:
     scores: dict[float, float]
     per_scenario: dict[tuple[str, float], float]
     traces: dict[str, int]
-    max_waiting: int | None = None
+    envelope: Envelope | None = None
     envelope_episodes: int = 0
 
     def as_metadata(self, command: str) -> dict[str, Any]:
         """The ``deployment`` block of ``metadata.yaml``."""
         envelope = (
             {}
-            if self.max_waiting is None
+            if self.envelope is None
             else {
-                "max_waiting": self.max_waiting,
+                **self.envelope.as_metadata(),
                 "envelope": (
-                    "the guide decides when more jobs wait than the agent saw waiting on "
+                    "the guide decides when more jobs wait, or run, than the agent saw on "
                     f"{self.envelope_episodes} episodes of its training distribution"
                 ),
             }
@@ -155,7 +159,7 @@ def select_guide_margin(
     stress_traces: int = 0,
     stress_load: float = 1.2,
     stress_jobs: int = 600,
-    max_waiting: int | None = None,
+    envelope: Envelope | None = None,
     envelope_episodes: int = 0,
 ) -> MarginSelection:
     """Score each candidate δ on validation traces and choose one (see the module docstring).
@@ -173,7 +177,7 @@ def select_guide_margin(
             set named ``<scenario>@<load>x<jobs>`` that is scored like a scenario.
         stress_load: their offered load.
         stress_jobs: their length in jobs.
-        max_waiting: the envelope every candidate runs with (:func:`measure_envelope`).
+        envelope: the envelope every candidate runs with (:func:`measure_envelope`).
         envelope_episodes: the episodes it was measured on (recorded only).
 
     Raises:
@@ -208,7 +212,7 @@ def select_guide_margin(
         used[name] = len(vals)
         base: list[float] = []
         for m in sorted(cands, reverse=True):  # inf first: the guide's own runs
-            runs = [run_model(model, env, t, guide_margin=m, max_waiting=max_waiting) for t in vals]
+            runs = [run_model(model, env, t, guide_margin=m, envelope=envelope) for t in vals]
             jct = [res.summary.avg_jct_s for res, _ in runs]
             if math.isinf(m):
                 base = jct
@@ -220,13 +224,13 @@ def select_guide_margin(
     scores = {m: float(combine([per[(name, m)] for name, _, _ in sets])) for m in cands}
     best = min(scores.values())
     chosen = min(m for m, v in scores.items() if v <= best + tolerance)
-    return MarginSelection(chosen, score, scores, per, used, max_waiting, envelope_episodes)
+    return MarginSelection(chosen, score, scores, per, used, envelope, envelope_episodes)
 
 
 def measure_envelope(
     model: MaskablePPO, env_config: EnvConfig, training: Scenario, episodes: int
-) -> int:
-    """The most jobs waiting at any decision of ``episodes`` training episodes of the agent.
+) -> Envelope:
+    """The most jobs waiting, and running, at any decision of ``episodes`` training episodes.
 
     The agent runs greedily (no margin, no envelope) on training-split episodes of its training
     scenario with the env settings it trained with (a mixture draws each episode's component
@@ -240,15 +244,16 @@ def measure_envelope(
         raise ConfigError(f"envelope episodes must be >= 1, got {episodes}")
     env = CriusEnv(training, dataclasses.replace(env_config, max_decisions=10**12))
     actor = GreedyActor(model)
-    most = 0
+    waiting = running = 0
     for i in range(episodes):
         obs, info = env.reset(options={"split": "train", "index": 10**6 + i})
         while True:
-            most = max(most, int(info["waiting"]))
+            waiting = max(waiting, int(info["waiting"]))
+            running = max(running, int(info["running"]))
             obs, _, term, trunc, info = env.step(actor(obs, env.action_masks()))
             if term or trunc:
                 break
-    return most
+    return Envelope(waiting, running)
 
 
 def deployed_margin(meta: dict[str, Any]) -> float:
@@ -257,23 +262,32 @@ def deployed_margin(meta: dict[str, Any]) -> float:
     return parse_margin(block.get("guide_margin", 0.0))
 
 
-def deployed_envelope(meta: dict[str, Any]) -> int | None:
-    """The envelope (``max_waiting``) a saved policy's ``metadata.yaml`` records, if any.
+def deployed_envelope(meta: dict[str, Any]) -> Envelope | None:
+    """The envelope (``max_waiting``, ``max_running``) a saved policy's ``metadata.yaml`` records.
+
+    None when it records none; an envelope recorded before ``max_running`` existed bounds the
+    waiting jobs only.
 
     Raises:
-        ConfigError: it is not a whole number >= 0.
+        ConfigError: a bound that is not a whole number >= 0, or ``max_running`` alone.
     """
-    value = (meta.get("deployment") or {}).get("max_waiting")
-    if value is None:
+    block = meta.get("deployment") or {}
+    values = {key: block.get(key) for key in ("max_waiting", "max_running")}
+    for key, value in values.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise ConfigError(f"deployment.{key} {value!r} is not a whole number >= 0")
+    if values["max_waiting"] is None:
+        if values["max_running"] is not None:
+            raise ConfigError("deployment.max_running without deployment.max_waiting")
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"deployment.max_waiting {value!r} is not a whole number >= 0")
-    return value
+    return Envelope(values["max_waiting"], values["max_running"])
 
 
 def recorded_deployment(
     model_path: Path, meta: dict[str, Any] | None = None
-) -> tuple[float, int | None]:
+) -> tuple[float, Envelope | None]:
     """The guide margin and envelope a saved policy's ``metadata.yaml`` records.
 
     Args:

@@ -390,11 +390,11 @@ def _select_deployment(
     best = spec.policy_dir / "best_model.zip"
     chosen = SequencePPO.load(best, device="cpu") if best.is_file() else model
     t0 = time.perf_counter()
-    max_waiting = None
+    envelope = None
     if hp.deploy_envelope_episodes:
-        max_waiting = measure_envelope(chosen, env_cfg, scenario, hp.deploy_envelope_episodes)
+        envelope = measure_envelope(chosen, env_cfg, scenario, hp.deploy_envelope_episodes)
         log(
-            f"envelope: at most {max_waiting} jobs waiting on {hp.deploy_envelope_episodes} "
+            f"envelope: at most {envelope.describe()} on {hp.deploy_envelope_episodes} "
             f"training episodes ({time.perf_counter() - t0:.0f} s)"
         )
     log(f"choosing the guide margin among {list(hp.deploy_margins)} on validation traces")
@@ -408,7 +408,7 @@ def _select_deployment(
         stress_traces=hp.deploy_stress_traces,
         stress_load=hp.deploy_stress_load,
         stress_jobs=hp.deploy_stress_jobs,
-        max_waiting=max_waiting,
+        envelope=envelope,
         envelope_episodes=hp.deploy_envelope_episodes,
     )
     log(

@@ -28,6 +28,7 @@ from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.policies.registry import available
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import parse_margin, recorded_deployment
+from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.scenarios.trace_files import read_trace
@@ -102,8 +103,13 @@ def _deployment(meta: dict[str, Any]) -> str:
         f" {block.get('score', 'score')}: {scores.get(str(block.get('guide_margin')), '?')} "
         f"against {scores.get('0.0', '?')} at δ = 0, by `{block.get('selected_by')}`."
         + (
-            f" Envelope: Crius decides wherever more than {block['max_waiting']} jobs wait "
-            f"({block.get('envelope', '')})."
+            f" Envelope: Crius decides wherever more than {block['max_waiting']} jobs wait"
+            + (
+                f" or more than {block['max_running']} run"
+                if block.get("max_running") is not None
+                else ""
+            )
+            + f" ({block.get('envelope', '')})."
             if block.get("max_waiting") is not None
             else ""
         )
@@ -119,7 +125,7 @@ def evaluate_scenario(
     out: Path,
     files: list[str] | None = None,
 ) -> tuple[str, pd.DataFrame]:
-    agents: list[tuple[str, Path, dict[str, Any], float, int | None]] = []
+    agents: list[tuple[str, Path, dict[str, Any], float, Envelope | None]] = []
     for spec in args.policy:
         path = policy_file(spec)
         meta = read_metadata(path)

@@ -94,6 +94,10 @@ def test_reference_policy_loads(env):
         ({"guide_margin": -1}, r"deployment: guide_margin must be >= 0"),
         ({"guide_margin": 0.5, "max_waiting": "many"}, r"deployment: deployment.max_waiting"),
         ({"guide_margin": 0.5, "max_waiting": -2}, r"deployment: deployment.max_waiting"),
+        (
+            {"guide_margin": 0.5, "max_waiting": 2, "max_running": "all"},
+            r"deployment: deployment.max_running",
+        ),
     ],
 )
 def test_malformed_deployment_is_refused_naming_the_file(tmp_path, deployment, match):
@@ -109,4 +113,5 @@ def test_malformed_deployment_is_refused_naming_the_file(tmp_path, deployment, m
 
 def test_reference_policy_records_its_deployment():
     margin, envelope = recorded_deployment(REFERENCE / "best_model.zip")
-    assert margin >= 0 and envelope is not None and envelope > 0
+    assert margin >= 0 and envelope is not None and envelope.waiting > 0
+    assert envelope.running is not None and envelope.running > 0

@@ -20,6 +20,7 @@ from crius_gym.rl.deviation import (
     select_guide_margin,
     selection_scenarios,
 )
+from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.ppo import PPOHyperparams
 from crius_gym.rl.saved import load_policy, read_metadata
 from crius_gym.scenarios import load_scenario
@@ -29,10 +30,10 @@ from tests.rl.test_reference_policy import reference  # noqa: F401  (fixture)
 class _Fixed(GreedyActor):
     """A GreedyActor whose logits are given (the gate's rule without a network)."""
 
-    def __init__(self, logits: np.ndarray, margin: float, max_waiting: int | None = None) -> None:
+    def __init__(self, logits: np.ndarray, margin: float, envelope: Envelope | None = None) -> None:
         self._fixed = logits
         self.guide_margin = margin
-        self.max_waiting = max_waiting
+        self.envelope = envelope
 
     def logits(self, obs):  # type: ignore[override]
         return self._fixed
@@ -111,16 +112,19 @@ def test_infinite_margin_is_the_guide_and_selection_scores_it_one(reference):  #
 
 
 @pytest.mark.parametrize(
-    ("waiting", "guide", "expected"),
+    ("waiting", "running", "guide", "expected"),
     [
-        (3, 1, 0),  # inside the envelope: its own argmax
-        (4, 1, 1),  # more jobs wait than it ever saw: the guide's
-        (9, None, 0),  # no guide to fall back on: the argmax
+        (3, 10, 1, 0),  # inside the envelope: its own argmax
+        (4, 10, 1, 1),  # more jobs wait than it ever saw: the guide's
+        (3, 11, 1, 1),  # more jobs run than it ever saw: the guide's
+        (9, 20, None, 0),  # no guide to fall back on: the argmax
     ],
 )
-def test_outside_its_envelope_the_agent_takes_the_guides_action(waiting, guide, expected):
-    actor = _Fixed(np.array([1.3, 1.0, -2.0]), 0.0, max_waiting=3)
-    assert actor({}, np.ones(3, dtype=bool), guide, waiting) == expected
+def test_outside_its_envelope_the_agent_takes_the_guides_action(waiting, running, guide, expected):
+    actor = _Fixed(np.array([1.3, 1.0, -2.0]), 0.0, Envelope(waiting=3, running=10))
+    assert actor({}, np.ones(3, dtype=bool), guide, waiting, running) == expected
+    # An envelope recorded before the running bound existed bounds the queue only.
+    assert _Fixed(np.array([1.3, 1.0]), 0.0, Envelope(3))({}, np.ones(2, bool), 1, 3, 999) == 0
 
 
 def test_envelope_is_measured_recorded_and_read_back(reference):  # noqa: F811
@@ -130,23 +134,30 @@ def test_envelope_is_measured_recorded_and_read_back(reference):  # noqa: F811
     model, _ = load_policy(reference, CriusEnv(sc, cfg))
     most = measure_envelope(model, cfg, sc, episodes=2)
     assert most == measure_envelope(model, cfg, sc, episodes=2)  # fixed episodes
-    assert 0 < most <= sc.splits.train_episode_jobs
-    # An envelope of 0 hands every decision with a queue to the guide; this agent departs from
-    # Crius only where jobs wait on this trace, so that is Crius's run.
+    assert 0 < most.waiting <= sc.splits.train_episode_jobs
+    assert most.running is not None and 0 < most.running <= sc.splits.train_episode_jobs
+    # An envelope of 0 waiting and 0 running jobs hands every decision with a job in the system
+    # to the guide: that is Crius's run.
     trace = sc.synthetic_trace("val", 0)
     run_cfg = EnvConfig(**{**meta["env_config"], "max_decisions": 10**12})
-    kept, _ = run_model(model, CriusEnv(sc, run_cfg), trace, max_waiting=0)
+    kept, _ = run_model(model, CriusEnv(sc, run_cfg), trace, envelope=Envelope(0, 0))
     crius = sc.make_simulator().run(trace, make_policy("crius", scenario=sc), seed=0)
     assert kept.summary.avg_jct_s == pytest.approx(crius.summary.avg_jct_s)
     sel = select_guide_margin(
-        model, cfg, [sc], traces=1, margins=[0.0], max_waiting=most, envelope_episodes=2
+        model, cfg, [sc], traces=1, margins=[0.0], envelope=most, envelope_episodes=2
     )
     block = sel.as_metadata("cmd")
-    assert block["max_waiting"] == most and "2 episodes" in block["envelope"]
+    assert block["max_waiting"] == most.waiting and block["max_running"] == most.running
+    assert "2 episodes" in block["envelope"]
     assert deployed_envelope({"deployment": block}) == most
     assert deployed_envelope({}) is None
+    assert deployed_envelope({"deployment": {"max_waiting": 5}}) == Envelope(5)  # older records
     for bad in (-1, 2.5, "many", True):
         with pytest.raises(ConfigError, match="max_waiting"):
             deployed_envelope({"deployment": {"max_waiting": bad}})
+        with pytest.raises(ConfigError, match="max_running"):
+            deployed_envelope({"deployment": {"max_waiting": 5, "max_running": bad}})
+    with pytest.raises(ConfigError, match="without"):
+        deployed_envelope({"deployment": {"max_running": 5}})
     with pytest.raises(ConfigError, match="episodes"):
         measure_envelope(model, cfg, sc, episodes=0)
