@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from crius_gym.errors import ConfigError
 from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.perf.calibration import Calibration, GPUCalibration
 from crius_gym.perf.estimator import Estimator
@@ -132,6 +133,44 @@ def default_parameters(framework: str, rows: Sequence[Measurement]) -> list[Para
     if by_kernel:
         params.append(Parameter("wave_elements", 1e6, 1e3, 1e9))
     return params
+
+
+def current_value(cal: Calibration, name: str) -> float:
+    """A constant of ``cal`` by its :class:`Parameter` name (``a40.eta_max``, ``family.moe`` …)."""
+    if name in ("intra_link_efficiency", "activation_traffic", "wave_elements"):
+        return float(getattr(cal, name))
+    if name.startswith("family."):
+        return cal.family(name.split(".", 1)[1])
+    if name.startswith("work_scale."):
+        return cal.work_scale(name.split(".", 1)[1])
+    gpu, fld = name.rsplit(".", 1)
+    return float(getattr(cal.gpu(gpu), fld))
+
+
+def refit_parameters(
+    framework: str, rows: Sequence[Measurement], base: Calibration, names: Sequence[str]
+) -> list[Parameter]:
+    """The named constants of :func:`default_parameters`, starting from ``base``'s values.
+
+    For a partial refit: the constants not named keep ``base``'s values (e.g. the compute
+    curves of an earlier fit while the constants a new model term prices are refitted).
+
+    Raises:
+        ConfigError: a name that is not one of the framework's free constants for ``rows``.
+    """
+    known = {p.name: p for p in default_parameters(framework, rows)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(
+            f"{framework}: not free constants here: {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    out = []
+    for n in names:
+        p = known[n]
+        start = min(max(current_value(base, n), p.lower), p.upper)
+        out.append(Parameter(n, start, p.lower, p.upper))
+    return out
 
 
 def apply_parameters(

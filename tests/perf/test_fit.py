@@ -2,9 +2,17 @@
 
 import pytest
 
+from crius_gym.errors import ConfigError
 from crius_gym.perf.calibration import Calibration, GPUCalibration
 from crius_gym.perf.estimator import Estimator
-from crius_gym.perf.fit import Parameter, fit_calibration, predict, prior_calibration
+from crius_gym.perf.fit import (
+    Parameter,
+    current_value,
+    fit_calibration,
+    predict,
+    prior_calibration,
+    refit_parameters,
+)
 from crius_gym.perf.framework import get_framework
 from crius_gym.perf.measurements import parse_measurement_row
 
@@ -92,3 +100,22 @@ def test_fit_recovers_known_constants():
     assert cal.gpu("a100-40gb").eta_max == pytest.approx(0.55, rel=0.03)
     assert cal.gpu("a40").eta_max == pytest.approx(0.40, rel=0.03)
     assert cal.family("moe") == pytest.approx(0.8, rel=0.03)
+
+
+def test_a_partial_refit_fits_the_named_constants_and_keeps_the_rest():
+    """refit_parameters: start from the base's values; the others stay the base's."""
+    data = rows()
+    # The truth with a wrong A40 η_max: the refit recovers it, the rest is left as it was.
+    base = Calibration(
+        **{**TRUTH.__dict__, "gpus": {**TRUTH.gpus, "a40": GPUCalibration(0.6, 600.0, 0.1)}}
+    )
+    params = refit_parameters("alpa", data, base, ["a40.eta_max"])
+    assert [(p.name, p.initial) for p in params] == [("a40.eta_max", 0.6)]
+    res = fit_calibration(get_framework("alpa"), base, data, params)
+    assert res.parameters == ("a40.eta_max",)
+    assert res.calibration.gpu("a40").eta_max == pytest.approx(0.40, rel=0.03)
+    assert res.calibration.gpu("a100-40gb") == TRUTH.gpu("a100-40gb")
+    assert res.calibration.family("moe") == TRUTH.family("moe")
+    assert current_value(res.calibration, "intra_link_efficiency") == 0.3
+    with pytest.raises(ConfigError, match=r"not free constants here: h100\.eta_max"):
+        refit_parameters("alpa", data, base, ["h100.eta_max"])

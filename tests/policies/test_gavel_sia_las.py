@@ -94,7 +94,7 @@ def test_gavel_moves_the_job_that_loses_least_off_the_fast_type():
         ]
     )
     bert = job(0, 0.0, model="bert-760m", batch=256, iters=3000, gpus=4, gpu_type="a100-40gb")
-    wrn = job(1, 100.0, model="wide_resnet-1b", batch=256, iters=3000, gpus=4, gpu_type="a100-40gb")
+    wrn = job(1, 100.0, model="wide_resnet-1b", batch=256, iters=300, gpus=4, gpu_type="a100-40gb")
     tuner = sim.tuner
     rel = {
         j.job_id: dp_throughput(tuner, j, "a10", 4) / dp_throughput(tuner, j, "a100-40gb", 4)
