@@ -189,7 +189,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._acted: set[int] = set()
         self._acted_at = -1.0
         self.guide = Guide(self.config.guide) if self.config.guide else None
-        self._guide_stats = {"proposals": 0, "followed": 0, "dropped": 0}
+        self._guide_stats = {"proposals": 0, "followed": 0, "dropped": 0, "stalls": 0}
         self._baseline: JobsInSystemIntegral | None = None
         self._baselines: dict[str, JobsInSystemIntegral] = {}
         self._baseline_traces: dict[str, Trace] = {}
@@ -329,10 +329,15 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.sim.now_s != self._acted_at:
             self._acted_at, self._acted = self.sim.now_s, set()
 
+    def _held(self) -> list[int]:
+        """Waiting jobs already changed at this instant (preempted now): no start until time moves."""
+        recs = self.sim.records
+        return [i for i in self._acted if recs[i].status is JobStatus.WAITING]
+
     def _guide_plan(self) -> GuidePlan:
         """The guide's plan now, its rejections applied (jobs it can never run: not a choice)."""
         assert self.guide is not None
-        plan = self.guide.plan(self.sim)
+        plan = self.guide.plan(self.sim, self._held())
         if plan.rejects:
             self.sim.apply(plan.rejects)
             plan.rejects = []
@@ -428,10 +433,22 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """The env action the guide proposes now (its WAIT when it would do nothing more)."""
         if self.guide is None or self._state is None:
             return None
-        nxt = self.guide.plan(self.sim).next
+        nxt = self.guide.plan(self.sim, self._held()).next
         if nxt is None:
-            return self.config.num_actions - 1
+            return self._guide_wait(self._state)
         return self._index_in(self._state, nxt)
+
+    def _guide_wait(self, state: DecisionState) -> int:
+        """The env action of the guide's WAIT: WAIT, or its fallback when WAIT is not valid.
+
+        Nothing left to wait for while something can still change (the guide's own proposals
+        were not env actions, or its plan relied on a job the env holds back): the first valid
+        action of the window, which is filled by the guide's ranking. Counted as a stall.
+        Following the guide therefore always ends, as the simulator's run of the guide does.
+        """
+        if state.wait_valid or not state.has_choice:
+            return self.config.num_actions - 1
+        return int(np.flatnonzero(state.mask)[0])
 
     def rollout_cost(self, action: int) -> float:
         """What taking ``action`` now, then following the guide to the end, costs (job-seconds).
@@ -461,11 +478,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         The same run as stepping the env with :meth:`guide_action` until it ends (the same
         plans, drops of proposals the env cannot express, rejections and instants), but
         without building each decision's full state: :func:`express_next` looks at the
-        proposal's job only. Rewards and counters are not kept: for headless copies.
-
-        Raises:
-            RuntimeError: the guide waits while something could start and nothing is left to
-                wait for (stepping the env would repeat that decision for ever).
+        proposal's job only; where the guide waits with nothing left to wait for, its
+        fallback (:meth:`_guide_wait`) is stepped as the env would. Rewards and counters are
+        not kept: for headless copies.
         """
         guide, sim, cfg = self.guide, self.sim, self.config
         assert guide is not None
@@ -484,14 +499,14 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 continue
             if not sim.has_future_events:
                 state = self._build_state()
-                if state.has_choice:
-                    raise RuntimeError(
-                        f"rollout: the guide waits at t={sim.now_s:.0f} s with nothing to wait "
-                        "for while the env could act (are its proposals env actions? e.g. the "
-                        "env's tuning mode differs from the guide's)"
-                    )
                 self._state = state
-                return
+                if not state.has_choice:
+                    return
+                # The guide waits with nothing to wait for: its fallback, as step() takes it.
+                _, _, term, trunc, _ = self.step(self._guide_wait(state))
+                if term or trunc:
+                    return
+                continue
             going = sim.advance()
             guide.invalidate()
             if not going:
@@ -698,8 +713,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             if invalid:
                 self._invalid += 1
             if self.guide is not None and state.has_choice:
-                nxt = self.guide.plan(self.sim).next
+                nxt = self.guide.plan(self.sim, self._held()).next
                 self._guide_stats["proposals"] += 1
+                self._guide_stats["stalls"] += int(nxt is None and not state.wait_valid)
                 self._guide_stats["followed"] += int(
                     (sim_action is None and nxt is None and not invalid) or sim_action == nxt
                 )

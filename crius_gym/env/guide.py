@@ -12,6 +12,7 @@ a function of the snapshot it is given).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,11 +80,22 @@ class Guide:
         """Forget the plan (time moved, or the agent did something else)."""
         self._plan = None
 
-    def plan(self, sim: Simulator) -> GuidePlan:
-        """The plan at the current state (decided now if there is none)."""
+    def plan(self, sim: Simulator, held: Collection[int] = ()) -> GuidePlan:
+        """The plan at the current state (decided now if there is none).
+
+        Args:
+            sim: the env's simulator.
+            held: trace indices of waiting jobs the env will not start at this instant (it
+                changes a job once per instant: these were preempted now). The policy plans
+                without them, as if they had not arrived yet, instead of planning a restart
+                the env would drop.
+        """
         if self._plan is None:
             self.replans += 1
-            decided = list(self.policy.decide(sim.snapshot()))
+            snapshot = sim.snapshot()
+            if held:
+                snapshot = snapshot.holding_back(held)
+            decided = list(self.policy.decide(snapshot))
             self._plan = self._index([a for a in decided if not isinstance(a, Reject)])
             self._plan.rejects = [a for a in decided if isinstance(a, Reject)]
         return self._plan

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import overload
 
@@ -118,6 +118,25 @@ class Snapshot:
     def active(self) -> tuple[JobView, ...]:
         """Jobs holding GPUs (running or paused), in arrival order."""
         return tuple(self._records[i] for i in sorted(self._active))
+
+    def holding_back(self, indices: Collection[int]) -> Snapshot:
+        """The same state with the waiting jobs ``indices`` left out of :attr:`waiting`.
+
+        For a planner that may not start those jobs at this instant (e.g. an env's jobs that were
+        already preempted at this instant): it plans as if they had not arrived yet.
+        """
+        held = set(indices)
+        return Snapshot(
+            self.now_s,
+            self.cluster,
+            self.tuner,
+            self._records,
+            [i for i in self._waiting if i not in held],
+            self._active,
+            self._allocator,
+            self.restore_s,
+            self.future_arrivals,
+        )
 
     def job(self, index: int) -> JobView:
         """A job by trace index."""

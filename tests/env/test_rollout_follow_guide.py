@@ -71,16 +71,57 @@ def test_rollout_costs_equal_stepping_the_env_with_the_guide(scenario, overrides
     assert checked > 10
 
 
-def test_a_guide_the_env_cannot_follow_is_an_error_not_a_hang():
+def test_a_guide_the_env_cannot_follow_ends_on_its_fallback_not_a_hang():
     """The env pays full tuning, the guide plans pruned Starts: none is an env action.
 
-    Stepping the env with ``guide_action()`` would propose WAIT for ever once nothing is left
-    to wait for; the rollout says so instead.
+    Once nothing is left to wait for, the guide's WAIT becomes the first valid action (counted
+    as a stall), so following the guide ends, in the rollout as in the env.
     """
-    env = CriusEnv("tiny", {"tuning": "full"})
+    env = CriusEnv("tiny", {"tuning": "full", "max_decisions": 10**12})
     env.reset(options={"split": "train", "index": 0})
-    with pytest.raises(RuntimeError, match="nothing to wait for"):
-        env.rollout_cost(env.config.num_actions - 1)
+    wait = env.config.num_actions - 1
+    assert env.rollout_cost(wait) == _reference_cost(env, wait)
+    twin = copy.deepcopy(env)
+    stalls = 0
+    while True:
+        _, _, term, trunc, info = twin.step(twin.guide_action())
+        stalls = info["guide_stalls"]
+        if term or trunc:
+            break
+    assert stalls > 0 and info["finished"] + info.get("rejected", 0) == len(twin.sim.records)
+
+
+def test_the_guide_plans_without_a_job_preempted_at_this_instant():
+    """A job the agent preempted cannot restart until time moves, so the guide's plan leaves it
+    out (it would otherwise plan its restart, have it dropped, and could be left with nothing
+    to do while other jobs could start: a stall)."""
+    env = CriusEnv("hetero-64", {"episode_jobs": 24, "max_decisions": 10**12})
+    cfg = env.config
+    preempts = checked = 0
+    for episode in range(3):
+        env.reset(options={"split": "train", "index": episode})
+        while True:
+            valid = np.flatnonzero(env.action_masks())
+            pre = [
+                int(a)
+                for a in valid
+                if a >= cfg.start_actions
+                and a < cfg.start_actions + cfg.running_actions
+                and (a - cfg.start_actions) % (cfg.cells_per_job + 1) == cfg.cells_per_job
+            ]
+            if pre and preempts < 6:
+                preempts += 1
+                _, _, term, trunc, _ = env.step(pre[0])
+                held = set(env._held())
+                assert held
+                plan = env.guide.plan(env.sim, env._held())
+                assert not held & set(plan.starts)
+                checked += 1
+            else:
+                _, _, term, trunc, _ = env.step(env.guide_action())
+            if term or trunc:
+                break
+    assert checked > 0
 
 
 def test_express_next_agrees_with_the_full_decision_state():
