@@ -330,7 +330,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             self._acted_at, self._acted = self.sim.now_s, set()
 
     def _held(self) -> list[int]:
-        """Waiting jobs already changed at this instant (preempted now): no start until time moves."""
+        """Waiting jobs changed at this instant (preempted now): no start until time moves."""
         recs = self.sim.records
         return [i for i in self._acted if recs[i].status is JobStatus.WAITING]
 
