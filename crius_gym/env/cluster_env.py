@@ -433,7 +433,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         """The env action the guide proposes now (its WAIT when it would do nothing more)."""
         if self.guide is None or self._state is None:
             return None
-        nxt = self.guide.plan(self.sim, self._held()).next
+        nxt = self._guide_plan().next
         if nxt is None:
             return self._guide_wait(self._state)
         return self._index_in(self._state, nxt)
@@ -713,7 +713,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             if invalid:
                 self._invalid += 1
             if self.guide is not None and state.has_choice:
-                nxt = self.guide.plan(self.sim, self._held()).next
+                nxt = self._guide_plan().next
                 self._guide_stats["proposals"] += 1
                 self._guide_stats["stalls"] += int(nxt is None and not state.wait_valid)
                 self._guide_stats["followed"] += int(
