@@ -140,7 +140,7 @@ _DYNAMIC_JOB_COLUMNS = np.array(
 #: Columns of the guide's proposal (zero unless the env shows the hint).
 JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS = _J.guide_acts, _J.guide_preempts
 CELL_GUIDE_NEXT, CELL_GUIDE_PLAN = _C.guide_next, _C.guide_plan
-GLOBAL_GUIDE_WAIT = _G.guide_wait
+GLOBAL_GUIDE_WAIT, GLOBAL_GUIDE_PLAN_LEFT = _G.guide_wait, _G.guide_plan_left
 #: GPU-type features that change with time (their columns, from the names).
 _DYNAMIC_TYPE_COLUMNS = np.array(
     [getattr(_T, name) for name in ("free", "free_nodes", "running_share", "largest_free_block")]

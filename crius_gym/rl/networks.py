@@ -36,9 +36,12 @@ from torch import nn
 from crius_gym.env.features import (
     CELL_FEATURES_BASE,
     CELL_GUIDE_NEXT,
+    CELL_GUIDE_PLAN,
     GLOBAL_FEATURES,
+    GLOBAL_GUIDE_PLAN_LEFT,
     GLOBAL_GUIDE_WAIT,
     JOB_FEATURES,
+    JOB_GUIDE_ACTS,
     JOB_GUIDE_PREEMPTS,
     TYPE_FEATURES,
 )
@@ -48,6 +51,15 @@ _JOB_PRESENT = JOB_FEATURES.index("present")
 _TYPE_PRESENT = TYPE_FEATURES.index("present")
 
 TABLE_KEYS = ("jobs", "cells", "running", "running_cells", "cluster", "globals")
+
+#: The guide's columns of each table (its plan and its next action), by table key.
+_GUIDE_COLUMNS = {
+    "jobs": (JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS),
+    "running": (JOB_GUIDE_ACTS, JOB_GUIDE_PREEMPTS),
+    "cells": (CELL_GUIDE_NEXT, CELL_GUIDE_PLAN),
+    "running_cells": (CELL_GUIDE_NEXT, CELL_GUIDE_PLAN),
+    "globals": (GLOBAL_GUIDE_WAIT, GLOBAL_GUIDE_PLAN_LEFT),
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,22 @@ class TableLayout:
     def num_actions(self) -> int:
         """K·C + R·(C+1) + 1."""
         return self.jobs * self.cells + self.running * (self.cells + 1) + 1
+
+    def guide_free_mask(self) -> torch.Tensor:
+        """(features,) ones, with zeros at the guide's columns of every table row."""
+        widths = {
+            "jobs": len(JOB_FEATURES),
+            "running": len(JOB_FEATURES),
+            "cells": self.cell_features,
+            "running_cells": self.cell_features,
+            "cluster": len(TYPE_FEATURES),
+            "globals": len(GLOBAL_FEATURES),
+        }
+        mask = torch.ones(max(e for _, e in self.offsets.values()))
+        for key, (start, end) in self.offsets.items():
+            for col in _GUIDE_COLUMNS.get(key, ()):
+                mask[start + col : end : widths[key]] = 0.0
+        return mask
 
     @classmethod
     def from_space(cls, space: spaces.Dict) -> TableLayout:
@@ -161,6 +189,11 @@ class RowScorer(nn.Module):
         hidden: width of every hidden layer.
         hint_weight: initial weight of the guide's proposal in the logits (0: no such term).
         zero_init: start the scorers' last layers at zero (the logits are then the hint only).
+        guide_inputs: the scorers and the value see the guide's columns (its plan and next
+            action). False: they see every other feature and the guide enters the logits only
+            through the hint, so the residual cannot learn to cancel the hint wholesale (one
+            weight on ``guide_next`` would do it); it has to say in which states another
+            action is better, from what it sees of them.
     """
 
     def __init__(
@@ -169,6 +202,7 @@ class RowScorer(nn.Module):
         hidden: int = 128,
         hint_weight: float = 0.0,
         zero_init: bool = False,
+        guide_inputs: bool = True,
     ) -> None:
         super().__init__()
         self.layout = layout
@@ -187,6 +221,9 @@ class RowScorer(nn.Module):
         self.value = _mlp([3 * h, h])
         self.hint = nn.Parameter(torch.tensor(float(hint_weight))) if hint_weight else None
         self.zero_init = zero_init
+        self.guide_inputs = guide_inputs
+        # Not in the state dict: a function of the layout, and old saved models have none.
+        self.register_buffer("_residual_mask", layout.guide_free_mask(), persistent=False)
         if zero_init:
             self.zero_last_layers()
 
@@ -231,11 +268,21 @@ class RowScorer(nn.Module):
         cells = self._table(x, key, rows * c).reshape(x.shape[0], rows, c, -1)
         return _factored(scorer, cells, emb, ctx).reshape(x.shape[0], rows * c)
 
+    def _residual_view(self, features: torch.Tensor) -> torch.Tensor:
+        """What the scorers and the value see: without the guide's columns unless allowed."""
+        if self.guide_inputs:
+            return features
+        return features * self._residual_mask
+
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         """One logit per action."""
-        return self._actor(features, self._encode(features))
+        seen = self._residual_view(features)
+        return self._actor(features, seen, self._encode(seen))
 
-    def _actor(self, features: torch.Tensor, e: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _actor(
+        self, raw: torch.Tensor, features: torch.Tensor, e: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """Logits: the scorers on ``features`` (the residual's view) plus the hint from ``raw``."""
         lay = self.layout
         parts = [
             self._pair_logits(features, "cells", lay.jobs, e["job_emb"], e["ctx"], self.cell_score)
@@ -253,7 +300,7 @@ class RowScorer(nn.Module):
         parts.append(self.wait_score(torch.cat([e["ctx"], e["pooled"]], 1)))
         logits = torch.cat(parts, 1)
         if self.hint is not None:
-            logits = logits + self.hint * self._proposal(features)
+            logits = logits + self.hint * self._proposal(raw)
         return logits
 
     def _proposal(self, x: torch.Tensor) -> torch.Tensor:
@@ -272,7 +319,7 @@ class RowScorer(nn.Module):
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         """Value latent."""
-        return self._critic(self._encode(features))
+        return self._critic(self._encode(self._residual_view(features)))
 
     def _critic(self, e: dict[str, torch.Tensor]) -> torch.Tensor:
         best = (e["job_emb"] * e["jobs"][..., :1]).amax(1)
@@ -281,12 +328,17 @@ class RowScorer(nn.Module):
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(actor logits, critic latent), from one encoding of the tables shared by both heads."""
-        e = self._encode(features)
-        return self._actor(features, e), self._critic(e)
+        seen = self._residual_view(features)
+        e = self._encode(seen)
+        return self._actor(features, seen, e), self._critic(e)
 
 
 class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
-    """MaskablePPO policy with the row-scoring network (pass ``hidden`` in policy_kwargs)."""
+    """MaskablePPO policy with the row-scoring network.
+
+    Its policy_kwargs are :class:`RowScorer`'s: ``hidden``, ``hint_weight``, ``zero_init`` and
+    ``guide_inputs``.
+    """
 
     def __init__(
         self,
@@ -296,11 +348,13 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
         hidden: int = 128,
         hint_weight: float = 0.0,
         zero_init: bool = False,
+        guide_inputs: bool = True,
         **kwargs: Any,
     ) -> None:
         self.hidden = hidden
         self.hint_weight = hint_weight
         self.zero_init = zero_init
+        self.guide_inputs = guide_inputs
         kwargs.setdefault("features_extractor_class", TableExtractor)
         kwargs.pop("net_arch", None)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
@@ -308,7 +362,7 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         layout = TableLayout.from_space(self.observation_space)  # type: ignore[arg-type]
         self.mlp_extractor = RowScorer(  # type: ignore[assignment]
-            layout, self.hidden, self.hint_weight, self.zero_init
+            layout, self.hidden, self.hint_weight, self.zero_init, self.guide_inputs
         )
 
     def _build(self, lr_schedule: Callable[[float], float]) -> None:
@@ -327,5 +381,10 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        data.update(hidden=self.hidden, hint_weight=self.hint_weight, zero_init=self.zero_init)
+        data.update(
+            hidden=self.hidden,
+            hint_weight=self.hint_weight,
+            zero_init=self.zero_init,
+            guide_inputs=self.guide_inputs,
+        )
         return data

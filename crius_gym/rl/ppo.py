@@ -39,7 +39,9 @@ class PPOHyperparams:
             :mod:`crius_gym.rl.networks`) or ``mlp`` (SB3's ``MultiInputPolicy``).
         policy_kwargs: the network's options; for ``rowwise``: ``hidden`` width,
             ``hint_weight`` (the guide's proposal in the logits, a learnable scalar; 0 = none),
-            ``zero_init`` (scorers start at 0, so the untrained policy is the guide).
+            ``zero_init`` (scorers start at 0, so the untrained policy is the guide),
+            ``guide_inputs`` (the scorers see the guide's columns; false: the guide enters
+            the logits through the hint only).
         total_timesteps: env decisions to train for.
         n_envs: training envs.
         vec_env: ``dummy`` (one process) or ``subproc`` (GAE mode only).

@@ -79,6 +79,37 @@ def test_row_scorer_heads_give_the_same_numbers_alone_and_together():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("guide_inputs", [True, False])
+def test_residual_without_guide_inputs_sees_the_guide_only_through_the_hint(guide_inputs):
+    """guide_inputs=False: changing the guide's columns changes the logits by the hint alone."""
+    torch.manual_seed(0)
+    hp = resolve_hyperparams(
+        "tiny", overrides=[f"policy_kwargs.guide_inputs={str(guide_inputs).lower()}"]
+    )
+    model = make_model(hp, make_vec_env(lambda: CriusEnv("tiny"), n_envs=1, seed=0), 0, None)
+    ext = model.policy.mlp_extractor
+    assert ext.guide_inputs is guide_inputs
+    for module in (ext.cell_score, ext.wait_score):  # scorers that vary
+        torch.nn.init.normal_(module[-1].weight)
+    e = CriusEnv("tiny")
+    obs, _ = e.reset(seed=0)
+    features = model.policy.extract_features(
+        {key: torch.as_tensor(v[None]).float() for key, v in obs.items()}
+    )
+    mask = ext.layout.guide_free_mask()
+    assert 0 < int((mask == 0).sum()) < mask.numel()
+    # Another guide: every guide column moved, every other feature as it was.
+    other = features * mask + (1 - mask) * torch.rand_like(features)
+
+    def residual(x):
+        logits = ext.forward_actor(x)
+        return logits - ext.hint * ext._proposal(x), ext.forward_critic(x)
+
+    (a, va), (b, vb) = residual(features), residual(other)
+    assert torch.allclose(a, b, atol=1e-6) is not guide_inputs  # the hint's sum rounds
+    assert torch.equal(va, vb) is not guide_inputs
+
+
 def test_factored_pair_scorer_equals_the_scorer_on_the_concatenated_rows():
     """The first layer split into Cell, job and context parts is the same function."""
     from crius_gym.rl.networks import _factored, _mlp
