@@ -272,7 +272,9 @@ class RowScorer(nn.Module):
         """What the scorers and the value see: without the guide's columns unless allowed."""
         if self.guide_inputs:
             return features
-        return features * self._residual_mask
+        mask = self._residual_mask
+        assert isinstance(mask, torch.Tensor)
+        return features * mask
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         """One logit per action."""

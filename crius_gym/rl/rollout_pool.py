@@ -5,6 +5,13 @@ other, and most of a vine update's time. :class:`RolloutPool` sends the episode'
 (:meth:`~crius_gym.env.cluster_env.CriusEnv.rollout_state`, a few tens of KB) and the actions to
 worker processes, each of which restores the state in an env of its own and answers
 :meth:`~crius_gym.env.cluster_env.CriusEnv.rollout_cost`; the answers equal the in-process ones.
+
+The workers are a :class:`concurrent.futures.ProcessPoolExecutor`, not a
+``multiprocessing.Pool``: a stop signal sent to the whole process group (Ctrl-C in a terminal,
+``kill -- -PGID``, ``pkill -f train_ppo``) kills the workers too, and a ``Pool`` worker killed
+while it waits for a task dies holding the task queue's lock, so ``Pool.terminate()`` then
+waits for that lock for ever and the trainer hangs after saving its checkpoint. The executor
+sees a worker die, marks itself broken and shuts down at once.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import multiprocessing as mp
 import pickle
 import signal
 from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from crius_gym.env.cluster_env import CriusEnv
@@ -57,8 +65,12 @@ class RolloutPool:
     """
 
     def __init__(self, scenario: str, config: EnvConfig, processes: int) -> None:
-        ctx = mp.get_context("fork")
-        self._pool = ctx.Pool(processes, initializer=_init, initargs=(scenario, config))
+        self._pool = ProcessPoolExecutor(
+            processes,
+            mp_context=mp.get_context("fork"),
+            initializer=_init,
+            initargs=(scenario, config),
+        )
 
     def costs(self, tasks: Sequence[tuple[CriusEnv, int]]) -> list[float]:
         """The rollout cost of each (env, action), in order."""
@@ -68,18 +80,21 @@ class RolloutPool:
             if id(env) not in states:
                 states[id(env)] = env.rollout_state()
             payload.append((states[id(env)], action))
-        return list(self._pool.map(_cost, payload, chunksize=1))
+        return list(self._pool.map(_cost, payload))
 
-    def submit(self, env: CriusEnv, actions: Sequence[int]) -> Any:
-        """Start the costs of several actions of one decision; ``.get()`` returns them.
+    def submit(self, env: CriusEnv, actions: Sequence[int]) -> Future[list[float]]:
+        """Start the costs of several actions of one decision; ``.result()`` returns them.
 
-        The state is pickled here, not by the pool's feeder thread later: the episode goes on
-        at once and would change what a late pickle sees.
+        The state is pickled here, not by the executor's feeder thread later: the episode goes
+        on at once and would change what a late pickle sees.
         """
         blob = pickle.dumps(env.rollout_state(), protocol=pickle.HIGHEST_PROTOCOL)
-        return self._pool.apply_async(_costs, ((blob, list(actions)),))
+        return self._pool.submit(_costs, (blob, list(actions)))
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in a worker (for tests: what a worker's process looks like)."""
+        return self._pool.submit(fn, *args).result()
 
     def close(self) -> None:
-        """Stop the workers."""
-        self._pool.terminate()
-        self._pool.join()
+        """Stop the workers (pending rollouts are cancelled)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -448,7 +448,7 @@ class SequencePPO(MaskablePPO):
         samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
         advantages: list[float] = []
         for o, mask, logp, value, guide, tried, scale, costs in ready:
-            flat = costs.get() if hasattr(costs, "get") else costs
+            flat = costs.result() if hasattr(costs, "result") else costs
             cost = dict(zip(tried, flat, strict=True))
             for x in tried:
                 samples.append((o, x, value, float(logp[x]), mask))
@@ -485,7 +485,7 @@ class SequencePPO(MaskablePPO):
 
         Returns:
             [obs, mask, log-probs, value, guide, tried, reward scale, costs]; the caller fills
-            the log-probs and value, ``costs`` is a list or a handle whose ``get()`` gives it.
+            the log-probs and value, ``costs`` is a list or a future whose ``result()`` gives it.
         """
         guide = cenv.guide_action()
         tried = _vine_actions(cenv.config, mask, guide, taken, self.vine_actions, rng)

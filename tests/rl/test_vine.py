@@ -141,11 +141,35 @@ def test_rollout_workers_drop_the_trainers_signal_handlers():
         pool = RolloutPool("tiny", EnvConfig(episode_jobs=10), 1)
         try:
             handlers = (
-                pool._pool.apply(signal.getsignal, (signal.SIGTERM,)),
-                pool._pool.apply(signal.getsignal, (signal.SIGINT,)),
+                pool.call(signal.getsignal, signal.SIGTERM),
+                pool.call(signal.getsignal, signal.SIGINT),
             )
         finally:
             pool.close()
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert handlers == (signal.SIG_DFL, signal.SIG_IGN)
+
+
+def test_rollout_pool_closes_after_its_workers_were_killed():
+    """A stop signal to the process group kills the workers too: closing must not hang.
+
+    (A ``multiprocessing.Pool`` worker killed while waiting for a task dies holding the task
+    queue's lock, and ``Pool.terminate()`` waits for it for ever; the trainer hung after saving
+    its checkpoint.)
+    """
+    import multiprocessing as mp
+    import os
+    import signal
+    import threading
+
+    from crius_gym.rl.rollout_pool import RolloutPool
+
+    pool = RolloutPool("tiny", EnvConfig(episode_jobs=10), 2)
+    pool.call(os.getpid)  # the workers are up
+    for child in mp.active_children():
+        os.kill(child.pid, signal.SIGTERM)
+    closer = threading.Thread(target=pool.close, daemon=True)
+    closer.start()
+    closer.join(timeout=30)
+    assert not closer.is_alive()
