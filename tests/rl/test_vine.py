@@ -156,20 +156,24 @@ def test_rollout_pool_closes_after_its_workers_were_killed():
 
     (A ``multiprocessing.Pool`` worker killed while waiting for a task dies holding the task
     queue's lock, and ``Pool.terminate()`` waits for it for ever; the trainer hung after saving
-    its checkpoint.)
+    its checkpoint.) Run in a fresh interpreter, whose only children are the pool's workers.
     """
-    import multiprocessing as mp
-    import os
-    import signal
-    import threading
+    import subprocess
+    import sys
 
-    from crius_gym.rl.rollout_pool import RolloutPool
-
-    pool = RolloutPool("tiny", EnvConfig(episode_jobs=10), 2)
-    pool.call(os.getpid)  # the workers are up
-    for child in mp.active_children():
-        os.kill(child.pid, signal.SIGTERM)
-    closer = threading.Thread(target=pool.close, daemon=True)
-    closer.start()
-    closer.join(timeout=30)
-    assert not closer.is_alive()
+    script = """
+import multiprocessing as mp, os, signal
+from crius_gym.env.config import EnvConfig
+from crius_gym.rl.rollout_pool import RolloutPool
+pool = RolloutPool("tiny", EnvConfig(episode_jobs=10), 2)
+pool.call(os.getpid)
+for child in mp.active_children():
+    os.kill(child.pid, signal.SIGTERM)
+pool.close()
+print("closed")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "closed"
