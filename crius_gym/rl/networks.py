@@ -191,9 +191,10 @@ class RowScorer(nn.Module):
         zero_init: start the scorers' last layers at zero (the logits are then the hint only).
         guide_inputs: the scorers and the value see the guide's columns (its plan and next
             action). False: they see every other feature and the guide enters the logits only
-            through the hint, so the residual cannot learn to cancel the hint wholesale (one
-            weight on ``guide_next`` would do it); it has to say in which states another
-            action is better, from what it sees of them.
+            through the hint, so the residual cannot cancel the hint with one weight on
+            ``guide_next``; it has to say from the state's other features where another action
+            is better (it can still lean against the hint through features that correlate
+            with the guide's choice; docs/rl.md §3).
     """
 
     def __init__(
