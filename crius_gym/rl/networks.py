@@ -89,18 +89,15 @@ class TableLayout:
 
     def guide_free_mask(self) -> torch.Tensor:
         """(features,) ones, with zeros at the guide's columns of every table row."""
-        widths = {
-            "jobs": len(JOB_FEATURES),
-            "running": len(JOB_FEATURES),
-            "cells": self.cell_features,
-            "running_cells": self.cell_features,
-            "cluster": len(TYPE_FEATURES),
-            "globals": len(GLOBAL_FEATURES),
-        }
+        jobs, cells = len(JOB_FEATURES), self.cell_features
+        width = {"jobs": jobs, "running": jobs, "cells": cells, "running_cells": cells}
+        width["globals"] = len(GLOBAL_FEATURES)
         mask = torch.ones(max(e for _, e in self.offsets.values()))
-        for key, (start, end) in self.offsets.items():
-            for col in _GUIDE_COLUMNS.get(key, ()):
-                mask[start + col : end : widths[key]] = 0.0
+        for key, cols in _GUIDE_COLUMNS.items():
+            if key in self.offsets:
+                start, end = self.offsets[key]
+                for col in cols:
+                    mask[start + col : end : width[key]] = 0.0
         return mask
 
     @classmethod
@@ -197,6 +194,8 @@ class RowScorer(nn.Module):
             with the guide's choice; docs/rl.md §3).
     """
 
+    _residual_mask: torch.Tensor  # a buffer: ones but at the guide's columns
+
     def __init__(
         self,
         layout: TableLayout,
@@ -273,9 +272,7 @@ class RowScorer(nn.Module):
         """What the scorers and the value see: without the guide's columns unless allowed."""
         if self.guide_inputs:
             return features
-        mask = self._residual_mask
-        assert isinstance(mask, torch.Tensor)
-        return features * mask
+        return features * self._residual_mask
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         """One logit per action."""
