@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import shlex
 import subprocess
 import sys
@@ -67,27 +68,56 @@ class Provenance:
     date: str
     version: str
     git_revision: str
+    stage: str | None = None
 
     @classmethod
     def capture(cls, argv: list[str] | None = None) -> Provenance:
-        """Provenance of the running process."""
+        """Provenance of the running process.
+
+        Under ``experiments/reproduce.py`` the environment names the pipeline stage and the
+        staging folder its outputs are written to before they are moved into ``results/``;
+        the command is then stated as it reads with ``results/`` in place of the staging folder
+        (what it wrote is what that command writes), and the stage is named.
+        """
         now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        command = command_line(argv)
+        staging = os.environ.get("CRIUS_GYM_STAGE_OUT")
+        if staging:
+            command = command.replace(staging, "results")
         return cls(
-            command=command_line(argv), date=now, version=__version__, git_revision=git_revision()
+            command=command,
+            date=now,
+            version=__version__,
+            git_revision=git_revision(),
+            stage=os.environ.get("CRIUS_GYM_STAGE") or None,
         )
 
     def markdown(self) -> str:
         """A short Markdown paragraph for reports."""
-        return (
+        text = (
             f"Produced by `{self.command}` on {self.date} "
             f"(crius_gym {self.version}, git {self.git_revision})."
         )
+        if self.stage:
+            text += "\n\n" + stage_line(self.stage)
+        return text
 
     def as_dict(self) -> dict[str, str]:
         """Plain mapping for YAML/JSON."""
-        return {
+        out = {
             "command": self.command,
             "date": self.date,
             "version": self.version,
             "git_revision": self.git_revision,
         }
+        if self.stage:
+            out["stage"] = self.stage
+        return out
+
+
+def stage_line(stage: str) -> str:
+    """The line a report carries to name the pipeline stage that makes it."""
+    return (
+        f"Pipeline stage: `{stage}` (`experiments/pipeline.yaml`; regenerate with "
+        f"`python experiments/reproduce.py --stage {stage}`)."
+    )
