@@ -9,6 +9,7 @@ written after each stage, so an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -19,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,8 +132,9 @@ class Engine:
         return Task(
             stage.name,
             actions,
-            file_dep=[str(self.root / f) for f in self._inputs[stage.name]],
-            targets=[str(self.root / f) for f in stage.outputs],
+            # Relative paths (doit runs in the root): the lock's keys do not name the checkout.
+            file_dep=list(self._inputs[stage.name]),
+            targets=list(stage.outputs),
             task_dep=self._upstream[stage.name],
             uptodate=uptodate,
             verbosity=2,
@@ -191,13 +193,17 @@ class Engine:
         return StageStatus(stage.name, "up to date", (), note)
 
     def _rel(self, files: Iterable[str]) -> list[str]:
-        return sorted(os.path.relpath(f, self.root) for f in files)
+        return sorted(files)
 
     def status(self) -> dict[str, StageStatus]:
         """Every stage's state, in dependency order.
 
         A stage downstream of a stale one is stale too: its inputs change when that one runs.
         """
+        with _in_dir(self.root):
+            return self._status()
+
+    def _status(self) -> dict[str, StageStatus]:
         tasks = {t.name: t for t in self._tasks()}
         dep = self._dependency()
         found: dict[str, StageStatus] = {}
@@ -298,13 +304,8 @@ class Engine:
             extra_config={"BACKEND": {"sorted-json": "crius_gym.pipeline.lock:SortedJsonDB"}},
         )
         args = ["run", *(["--continue"] if keep_going else []), *plan]
-        cwd = os.getcwd()
-        os.chdir(self.root)
-        try:
-            code = int(main.run(args))
-        finally:
-            os.chdir(cwd)
-        return code
+        with _in_dir(self.root):
+            return int(main.run(args))
 
     def _progress(self, stage: Stage, text: str) -> None:
         plan = getattr(self, "_plan", [stage.name])
@@ -472,15 +473,22 @@ class Engine:
         """
         tasks = {t.name: t for t in self._tasks()}
         dep = self._dependency()
-        done = []
+        done: list[str] = []
+        with _in_dir(self.root):
+            self._save(dep, tasks, names, done)
+        dep.close()
+        return done
+
+    @staticmethod
+    def _save(
+        dep: Dependency, tasks: dict[str, Task], names: Iterable[str], done: list[str]
+    ) -> None:
         for name in names:
             task = tasks[name]
             dep.get_status(task, tasks)
             task.save_extra_values()
             dep.save_success(task)
             done.append(name)
-        dep.close()
-        return done
 
     def stated_revision(self, stage: Stage) -> str | None:
         """The git revision a stage's committed outputs state (reports, metadata).
@@ -558,6 +566,17 @@ class Engine:
             self.accept([name])
             decided[name] = "adopted"
         return decided
+
+
+@contextlib.contextmanager
+def _in_dir(path: Path) -> Iterator[None]:
+    """Work in ``path`` (doit resolves the relative input paths against the working directory)."""
+    cwd = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
 
 
 def _under_results(output: str) -> str:
