@@ -207,7 +207,9 @@ def _as_tuple(value: Any, where: str) -> tuple[str, ...]:
     raise ConfigError(f"{where}: expected a string or a list of strings, got {value!r}")
 
 
-def load_pipeline(path: str | Path, data_dir: str | Path | None = None) -> Pipeline:
+def load_pipeline(
+    path: str | Path, data_dir: str | Path | None = None, root: str | Path | None = None
+) -> Pipeline:
     """Read a pipeline declaration.
 
     Args:
@@ -215,9 +217,10 @@ def load_pipeline(path: str | Path, data_dir: str | Path | None = None) -> Pipel
             ``dynamic_imports`` and ``stages`` (name → stage fields, see :class:`Stage`).
         data_dir: the public data directory; default: the file's ``data_dir`` resolved against
             the repository root.
+        root: the repository root; default: the git work tree holding ``path``.
 
     Returns:
-        The pipeline; the repository root is the git work tree holding ``path``.
+        The pipeline.
 
     Raises:
         ConfigError: the file is malformed (names the file and the stage).
@@ -232,9 +235,13 @@ def load_pipeline(path: str | Path, data_dir: str | Path | None = None) -> Pipel
     unknown = set(raw) - {"lock", "data_dir", "dynamic_imports", "stages"}
     if unknown:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
-    root = path.parent
-    while not (root / ".git").exists() and root.parent != root:
-        root = root.parent
+    if root is None:
+        root = path.parent
+        while not (root / ".git").exists():
+            if root.parent == root:
+                raise ConfigError(f"{path}: not inside a git work tree; pass the root")
+            root = root.parent
+    root = Path(root).resolve()
     stages: dict[str, Stage] = {}
     for name, body in raw["stages"].items():
         where = f"{path}: stage {name!r}"
@@ -275,7 +282,10 @@ def load_pipeline(path: str | Path, data_dir: str | Path | None = None) -> Pipel
         for k, v in (raw.get("dynamic_imports") or {}).items()
     }
     if data_dir is None:
-        data_dir = root / str(raw.get("data_dir", "../shared/data"))
+        # As every script: $CRIUS_GYM_DATA, else the declaration's data_dir (../shared/data).
+        data_dir = os.environ.get("CRIUS_GYM_DATA") or root / str(
+            raw.get("data_dir", "../shared/data")
+        )
     pipeline = Pipeline(
         root=root,
         stages=stages,
