@@ -208,5 +208,5 @@ def test_bad_declarations_name_the_problem(tmp_path: Path, bad: str) -> None:
     from crius_gym.errors import ConfigError
 
     (tmp_path / "p.yaml").write_text(bad)
-    with pytest.raises(ConfigError, match="p.yaml"):
+    with pytest.raises(ConfigError, match=r"p\.yaml"):
         load_pipeline(tmp_path / "p.yaml", root=tmp_path)
