@@ -61,6 +61,14 @@ class EventQueue:
         other._seq = self._seq
         return other
 
+    def without(self, kind: EventKind) -> EventQueue:
+        """A copy without the events of one kind (same order for the others)."""
+        other = EventQueue.__new__(EventQueue)
+        other._heap = [e for e in self._heap if e.kind is not kind]
+        heapq.heapify(other._heap)
+        other._seq = self._seq
+        return other
+
     def __deepcopy__(self, memo: dict[int, object]) -> EventQueue:
         return self.copy()
 

@@ -340,7 +340,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ actions
     def snapshot(self) -> Snapshot:
-        """The state for a policy's decision."""
+        """The state for a policy's decision (:meth:`Snapshot.fork` is :meth:`fork_present`)."""
         return Snapshot(
             self.now_s,
             self.cluster,
@@ -351,6 +351,7 @@ class Simulator:
             self._alloc,
             self.config.checkpoint_restore_s,
             self._future,
+            self.fork_present,
         )
 
     def _index(self, job_id: str) -> JobRecord:
@@ -538,6 +539,45 @@ class Simulator:
         }
         return other
 
+    def fork_present(self, estimated: bool = True) -> Simulator:
+        """A copy of the run that knows only what a scheduler can know now.
+
+        The copy holds the jobs already arrived and no pending arrival (the trace's future is
+        dropped), and, with ``estimated``, prices every job by the scheduler's estimator instead
+        of the ground truth: running jobs continue at their estimated speed from their current
+        progress (their completions are rescheduled), and later starts use the estimator. A
+        lookahead scheduler rolls its candidate actions out on such copies, so its decision is a
+        function of what it observes (a scenario with measured ground truth does not leak it).
+
+        Args:
+            estimated: price jobs by the estimator (default) rather than the ground truth.
+        """
+        other = self.clone()
+        other._queue = other._queue.without(EventKind.ARRIVAL)
+        # Jobs arrive in trace order, so the future is a suffix: cut it off the records and the
+        # trace, so nothing in the copy can tell what comes next.
+        arrived = len(other._records) - self._future
+        other._records = other._records[:arrived]
+        assert other._trace is not None
+        other._trace = replace(other._trace, jobs=other._trace.jobs[:arrived])
+        other._open -= self._future
+        other._future = 0
+        if estimated and not isinstance(other.truth, EstimatorTruth):
+            other.truth = EstimatorTruth(other.tuner)
+            for i in other._active:
+                rec = other._records[i]
+                if rec.estimated_iter_time_s <= 0 or rec.estimated_iter_time_s == rec.iter_time_s:
+                    continue
+                running = rec.status is JobStatus.RUNNING
+                other._touch(rec)
+                other._stop_running(rec)
+                rec.iter_time_s = rec.estimated_iter_time_s
+                if running:
+                    rec.version += 1  # cancels the completion scheduled at the true speed
+                    other._set_running(rec)
+        other.tick_interval_s = self.tick_interval_s
+        return other
+
     # ------------------------------------------------------------------ results
     def result(self, policy_name: str = "") -> RunResult:
         """Collect metrics as of now (at the end of a run, or at any stop).
@@ -643,6 +683,8 @@ def _rounded_arrivals(trace: Trace, compat: ArtifactCompat) -> Trace:
     return replace(trace, jobs=jobs)
 
 
+#: Job states after which the simulator never changes a record.
+_SETTLED = frozenset({JobStatus.FINISHED, JobStatus.REJECTED})
 #: Run attributes that are immutable once the run is reset, so copies share them.
 _IMMUTABLE_RUN = frozenset({"_trace", "_by_id", "_compat"})
 #: Run attributes whose own ``copy()`` is an independent copy (their items are immutable).
@@ -665,7 +707,10 @@ def _copy_run(attrs: dict[str, object]) -> dict[str, object]:
         if key in _IMMUTABLE_RUN:
             out[key] = value
         elif key == "_records":
-            out[key] = [copy.copy(r) for r in value]  # type: ignore[attr-defined]
+            # A finished or rejected record never changes again: shared, not copied (a
+            # lookahead forks a long run for every candidate action).
+            done = _SETTLED
+            out[key] = [r if r.status in done else copy.copy(r) for r in value]  # type: ignore[attr-defined]
         elif isinstance(value, Allocator | EventQueue | list | dict) and key in _COPYABLE_RUN:
             out[key] = value.copy()
         else:

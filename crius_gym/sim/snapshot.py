@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from crius_gym.sim.allocator import Allocator
 from crius_gym.sim.records import JobRecord, JobView
 from crius_gym.sim.truth import estimated_plan
 from crius_gym.workload.job import Job
+
+if TYPE_CHECKING:
+    from crius_gym.sim.simulator import Simulator
 
 
 class JobQueue(Sequence[JobView]):
@@ -82,6 +85,7 @@ class Snapshot:
         allocator: the simulator's allocation state (read here, never changed).
         restore_s: checkpoint/restore pause when a job with progress (re)starts.
         future_arrivals: jobs of the trace not yet arrived.
+        forker: makes :meth:`fork` (the simulator's ``fork_present``); None: cannot fork.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Snapshot:
         allocator: Allocator,
         restore_s: float,
         future_arrivals: int,
+        forker: Callable[[bool], Simulator] | None = None,
     ) -> None:
         self.now_s = now_s
         self.cluster = cluster
@@ -105,6 +110,7 @@ class Snapshot:
         self._allocator = allocator
         self.restore_s = restore_s
         self.future_arrivals = future_arrivals
+        self._forker = forker
 
     @cached_property
     def waiting(self) -> JobQueue:
@@ -136,7 +142,25 @@ class Snapshot:
             self._allocator,
             self.restore_s,
             self.future_arrivals,
+            self._forker,
         )
+
+    def fork(self, estimated: bool = True) -> Simulator:
+        """A simulator continuing from this state with only the jobs already arrived.
+
+        For lookahead: try actions on the copy and run a policy forward, without touching the
+        run and without seeing the trace's future (``Simulator.fork_present``). With
+        ``estimated`` (default) every job is priced by the scheduler's estimator, not the
+        ground truth.
+
+        Raises:
+            ConfigError: the snapshot was not made by a simulator (it cannot be forked).
+        """
+        if self._forker is None:
+            from crius_gym.errors import ConfigError
+
+            raise ConfigError("this snapshot cannot be forked (not made by a Simulator)")
+        return self._forker(estimated)
 
     def job(self, index: int) -> JobView:
         """A job by trace index."""

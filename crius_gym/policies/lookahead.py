@@ -1,0 +1,373 @@
+"""Crius with online lookahead: candidate actions judged by rollouts over the jobs present.
+
+At each decision the scheduler asks its rollout policy (Crius by default) what it would do next,
+and judges that action against a few others — waiting, the same job on its other top Cells, a
+job further down the queue on its best Cell — by rolling each out on a fork of the simulator
+that holds only the jobs already arrived and prices them by the estimator
+(:meth:`Snapshot.fork`): the action, then the rollout policy deciding everything after it.
+It takes the cheapest (the rollout policy's own action unless another is cheaper by more than
+``margin``), applies it to its working copy and asks again, until it decides to wait.
+
+The cost of a rollout is Σ over the jobs present of their time in the system (finish −
+arrival). A rollout stops at the end of the present jobs, or, when truncated, after
+``horizon_events`` decisions or ``horizon_s`` simulated seconds; the rest is valued by the
+remaining work at current speeds (a waiting job at its best Cell's estimated speed).
+
+Because the future is never read, the decision is a function of the state: what a learned policy
+can be trained to imitate. On a scenario with measured ground truth the rollouts still use the
+estimator (the scheduler's view), so what the lookahead gains there is not flattered by it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crius_gym.errors import ConfigError
+from crius_gym.policies.registry import make_policy, register
+from crius_gym.sim.actions import Action, InvalidActionError, Reconfigure, Reject, Start
+from crius_gym.sim.policy import Policy, PolicyContext
+from crius_gym.sim.records import JobRecord, JobStatus
+from crius_gym.sim.simulator import Simulator
+from crius_gym.sim.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class LookaheadOptions:
+    """Settings of :class:`LookaheadPolicy`.
+
+    Attributes:
+        base: the rollout policy (a registered name): it proposes the first candidate and
+            decides everything after a candidate in each rollout.
+        head_jobs: waiting jobs (in queue order, besides the base's) tried on their best Cell.
+        cells_per_job: Cells tried for the base's job (its top-ranked Cells that fit now).
+        other_cells: Cells tried for each other waiting job.
+        running_jobs: running jobs (oldest first) tried on other Cells (a move or resize).
+        horizon_events: truncate a rollout after this many decision points (None: no limit).
+        horizon_s: truncate a rollout after this many simulated seconds (None: no limit).
+        max_steps: at most this many actions per instant are chosen by lookahead; after that
+            the base's plan is followed.
+        margin: relative cost improvement another candidate needs to replace the base's action.
+        estimated: roll out with the estimator's speeds (the scheduler's view; default) rather
+            than the ground truth (an oracle, for measuring only).
+    """
+
+    base: str = "crius"
+    head_jobs: int = 2
+    cells_per_job: int = 3
+    other_cells: int = 1
+    running_jobs: int = 0
+    horizon_events: int | None = None
+    horizon_s: float | None = None
+    max_steps: int = 32
+    margin: float = 0.0
+    estimated: bool = True
+
+    def __post_init__(self) -> None:
+        if self.head_jobs < 0 or self.cells_per_job < 1 or self.max_steps < 1:
+            raise ConfigError("head_jobs >= 0, cells_per_job >= 1 and max_steps >= 1")
+        if self.horizon_events is not None and self.horizon_events < 1:
+            raise ConfigError(f"horizon_events must be >= 1, got {self.horizon_events}")
+        if self.horizon_s is not None and not self.horizon_s > 0:
+            raise ConfigError(f"horizon_s must be > 0, got {self.horizon_s}")
+        if not 0 <= self.margin < 1:
+            raise ConfigError(f"margin must be in [0, 1), got {self.margin}")
+
+
+@dataclass
+class LookaheadStats:
+    """What the lookahead did over a run (for reports and benchmarks).
+
+    Attributes:
+        instants: decisions asked of it.
+        choices: actions chosen by comparing candidates.
+        changed: of those, where it did not take the base's action.
+        rollouts: rollouts run.
+        truncated: rollouts stopped at the horizon.
+    """
+
+    instants: int = 0
+    choices: int = 0
+    changed: int = 0
+    rollouts: int = 0
+    truncated: int = 0
+
+
+@dataclass
+class _Rollout:
+    cost: float
+    truncated: bool = False
+
+
+class LookaheadPolicy:
+    """A scheduler that judges its rollout policy's next action against others by rollouts.
+
+    Args:
+        options: settings (default: Crius as rollout policy, rollouts to the end).
+        name: registry name used in reports.
+        base: a rollout policy object to use instead of ``options.base`` (e.g. a distilled
+            network policy); it is copied for every rollout, so it must be deep-copyable.
+    """
+
+    def __init__(
+        self,
+        options: LookaheadOptions | None = None,
+        name: str = "crius-lookahead",
+        base: Policy | None = None,
+    ) -> None:
+        self.options = options or LookaheadOptions()
+        self.name = name
+        self._given_base = base
+        self.base: Policy = base if base is not None else make_policy(self.options.base)
+        self.tick_interval_s = self.base.tick_interval_s
+        self.stats = LookaheadStats()
+        self._context: PolicyContext | None = None
+
+    def reset(self, context: PolicyContext) -> None:
+        """Start a new run: a fresh rollout policy, fresh counters."""
+        if self._given_base is None:
+            self.base = make_policy(self.options.base)
+        self.base.reset(context)
+        self._context = context
+        self.stats = LookaheadStats()
+
+    # ------------------------------------------------------------------ copies
+    def _copy(self, policy: Policy, sim: Simulator) -> Policy:
+        """A copy of a policy's bookkeeping; the cluster, tuner and speed caches are shared."""
+        shared: dict[int, object] = {id(sim.tuner): sim.tuner, id(sim.cluster): sim.cluster}
+        for cache in ("_speeds", "_tables"):
+            obj = getattr(policy, cache, None)
+            if obj is not None:
+                shared[id(obj)] = obj
+        return copy.deepcopy(policy, shared)
+
+    # ------------------------------------------------------------------ deciding
+    def decide(self, snapshot: Snapshot) -> list[Action]:
+        """The actions for this instant, each the cheapest of its candidates by rollout."""
+        self.stats.instants += 1
+        opts = self.options
+        work = snapshot.fork(opts.estimated)
+        present = [*snapshot.waiting.indices, *(v.index for v in snapshot.active)]
+        base = self._copy(self.base, work)
+        chosen: list[Action] = []
+        plan: list[Action] | None = None  # the base's plan at this instant, while followed
+        for _ in range(opts.max_steps):
+            if plan is None:
+                base_after = self._copy(base, work)
+                plan = list(base_after.decide(work.snapshot()))
+                rejects = [a for a in plan if isinstance(a, Reject)]
+                if rejects:  # a job the base can never run: not a choice
+                    work.apply(rejects)
+                    chosen.extend(rejects)
+                    plan = [a for a in plan if not isinstance(a, Reject)]
+            proposal = plan[0] if plan else None
+            candidates = self._candidates(work.snapshot(), proposal)
+            if not candidates:
+                break
+            if len(candidates) == 1:
+                pick = candidates[0]
+            else:
+                costs = self._costs(work, base, candidates, present)
+                pick = self._pick(candidates, costs, proposal)
+                self.stats.choices += 1
+                self.stats.changed += int(pick != proposal)
+            if pick is None:
+                break
+            work.apply([pick])
+            chosen.append(pick)
+            if pick == proposal:
+                # Followed: the rest of the plan stands (as an env's guide keeps it), and the
+                # base's bookkeeping is the one that made it.
+                base = base_after
+                plan = plan[1:]
+            else:
+                plan = None  # the base re-plans on the new state
+        else:
+            # Past max_steps: the rest of the base's plan at this instant, as it stands.
+            if plan is None:
+                base_after = self._copy(base, work)
+                plan = list(base_after.decide(work.snapshot()))
+            chosen.extend(plan)
+            base = base_after
+        self.base = base
+        return chosen
+
+    def _costs(
+        self,
+        work: Simulator,
+        base: Policy,
+        candidates: Sequence[Action | None],
+        present: Sequence[int],
+    ) -> list[float]:
+        """Each candidate's rollout cost (job-seconds); a hook for audits of truncation."""
+        return [self._rollout(work, base, c, present).cost for c in candidates]
+
+    def _pick(
+        self, candidates: Sequence[Action | None], costs: Sequence[float], proposal: Action | None
+    ) -> Action | None:
+        """The cheapest candidate; the base's proposal unless beaten by more than the margin."""
+        best = min(range(len(candidates)), key=lambda k: (costs[k], k))
+        if proposal is None or candidates[best] == proposal:
+            return candidates[best]
+        own = costs[candidates.index(proposal)]
+        if math.isfinite(own) and costs[best] >= own * (1.0 - self.options.margin):
+            return proposal
+        return candidates[best]
+
+    def _candidates(self, snap: Snapshot, proposal: Action | None) -> list[Action | None]:
+        """The base's proposal first, then waiting, then other Cells and other jobs."""
+        opts = self.options
+        out: list[Action | None] = []
+        if proposal is not None:
+            out.append(proposal)
+        running = bool(snap.active)
+        if proposal is not None or running:
+            out.append(None)  # wait: let time run to the next event
+        own = proposal.job_id if isinstance(proposal, Start) else None
+        if isinstance(proposal, Start):
+            view = next(v for v in snap.waiting if v.job.job_id == own)
+            out.extend(self._starts(snap, view, opts.cells_per_job, exclude=proposal))
+        others = 0
+        for view in snap.waiting:
+            if others >= opts.head_jobs:
+                break
+            if view.job.job_id == own:
+                continue
+            others += 1
+            out.extend(self._starts(snap, view, opts.other_cells))
+        moved = 0
+        # Moving a running job is tried only while jobs wait (to make room for them); with an
+        # empty queue the base's own upgrade pass is judged against waiting, which is cheaper.
+        for view in snap.active if snap.waiting else ():
+            if moved >= opts.running_jobs:
+                break
+            if view.status is not JobStatus.RUNNING or view.job.job_id == getattr(
+                proposal, "job_id", None
+            ):
+                continue
+            moved += 1
+            out.extend(self._moves(snap, view, opts.cells_per_job))
+        return out
+
+    @staticmethod
+    def _moves(snap: Snapshot, view: Any, limit: int) -> list[Action | None]:
+        """Reconfigures of a running job to its top-ranked other Cells that fit (its own GPUs
+        freed first)."""
+        found: list[Action | None] = []
+        alloc = snap.scratch()
+        alloc.release(view.placement)
+        for cand in snap.candidates(view.job).candidates:
+            if len(found) >= limit:
+                break
+            if cand.cell == view.cell or not alloc.can_place(cand.cell):
+                continue
+            found.append(Reconfigure(view.job.job_id, cand.cell))
+        return found
+
+    @staticmethod
+    def _starts(
+        snap: Snapshot, view: Any, limit: int, exclude: Action | None = None
+    ) -> list[Action | None]:
+        """Starts of a waiting job on its top-ranked Cells that fit now."""
+        found: list[Action | None] = []
+        for cand in snap.candidates(view.job).candidates:
+            if len(found) >= limit:
+                break
+            action = Start(view.job.job_id, cand.cell)
+            if action == exclude or not snap.fits(cand.cell):
+                continue
+            found.append(action)
+        return found
+
+    # ------------------------------------------------------------------ rollouts
+    def _rollout(
+        self,
+        work: Simulator,
+        base: Policy,
+        action: Action | None,
+        present: Sequence[int],
+        horizon_events: int | None | str = "options",
+    ) -> _Rollout:
+        """What ``action`` now, then the base policy, costs the present jobs (job-seconds).
+
+        ``horizon_events`` overrides the options' truncation (None: to the end).
+        """
+        self.stats.rollouts += 1
+        opts = self.options
+        horizon = opts.horizon_events if horizon_events == "options" else horizon_events
+        sim = work.clone()
+        policy = self._copy(base, sim)
+        try:
+            if action is not None:
+                sim.apply([action])
+                acts = policy.decide(sim.snapshot())
+                if acts:
+                    sim.apply(acts)
+        except InvalidActionError:
+            return _Rollout(math.inf)
+        start_s, events = sim.now_s, 0
+        while True:
+            if horizon is not None and events >= int(horizon):
+                break
+            if not sim.advance():
+                if sim.jobs_in_system:  # nothing more will happen, yet jobs are left: a stall
+                    return _Rollout(math.inf)
+                return _Rollout(rollout_cost_s(sim, present))
+            events += 1
+            if opts.horizon_s is not None and sim.now_s - start_s > opts.horizon_s:
+                break
+            acts = policy.decide(sim.snapshot())
+            if acts:
+                sim.apply(acts)
+        self.stats.truncated += 1
+        return _Rollout(rollout_cost_s(sim, present, _remaining_s(sim)), truncated=True)
+
+
+def _remaining_s(sim: Simulator) -> Any:
+    """The rest of a job's time in the system at its current speed (truncated rollouts)."""
+    snap = sim.snapshot()
+
+    def tail(rec: JobRecord) -> float:
+        left = rec.remaining_iters
+        if rec.status is JobStatus.RUNNING and rec.iter_time_s > 0:
+            done = rec.progress_at(sim.now_s) - rec.progress_iters
+            return max(0.0, left - done) * rec.iter_time_s
+        if rec.status is JobStatus.PAUSED and rec.iter_time_s > 0:
+            return max(0.0, rec.resume_at_s - sim.now_s) + left * rec.iter_time_s
+        best = snap.candidates(rec.job).candidates
+        return left * best[0].iter_time_s if best else 0.0
+
+    return tail
+
+
+def rollout_cost_s(sim: Simulator, indices: Sequence[int], tail: Any = None) -> float:
+    """Σ over jobs ``indices`` of their time in the system as of now (job-seconds).
+
+    A finished job counts finish − arrival; any other counts now − arrival plus ``tail(record)``
+    (a truncated rollout's estimate of the rest; nothing when the rollout ran to the end).
+    """
+    records = sim.records
+    total = 0.0
+    for i in indices:
+        r = records[i]
+        if r.status is JobStatus.FINISHED and r.finish_s is not None:
+            total += r.finish_s - r.job.arrival_s
+        elif r.status is not JobStatus.REJECTED:
+            total += sim.now_s - r.job.arrival_s + (tail(r) if tail is not None else 0.0)
+    return total
+
+
+def _factory(name: str, **preset: Any) -> Any:
+    def make(**overrides: Any) -> LookaheadPolicy:
+        return LookaheadPolicy(LookaheadOptions(**{**preset, **overrides}), name=name)
+
+    make.__doc__ = f"Build the ``{name}`` policy (keyword arguments override LookaheadOptions)."
+    return make
+
+
+register("crius-lookahead")(_factory("crius-lookahead"))
+
+__all__ = ["LookaheadOptions", "LookaheadPolicy", "LookaheadStats", "rollout_cost_s"]
