@@ -254,8 +254,7 @@ class LookaheadPolicy:
 
     @staticmethod
     def _moves(snap: Snapshot, view: Any, limit: int) -> list[Action | None]:
-        """Reconfigures of a running job to its top-ranked other Cells that fit (its own GPUs
-        freed first)."""
+        """Moves of a running job to its top-ranked other Cells that fit once its GPUs are free."""
         found: list[Action | None] = []
         alloc = snap.scratch()
         alloc.release(view.placement)
@@ -289,7 +288,7 @@ class LookaheadPolicy:
         base: Policy,
         action: Action | None,
         present: Sequence[int],
-        horizon_events: int | None | str = "options",
+        horizon_events: int | str | None = "options",
     ) -> _Rollout:
         """What ``action`` now, then the base policy, costs the present jobs (job-seconds).
 
