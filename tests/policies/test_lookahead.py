@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from crius_gym.policies.lookahead import LookaheadPolicy, LookaheadOptions
+from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
 from crius_gym.policies.registry import make_policy
 from crius_gym.scenarios import load_scenario
 from crius_gym.sim.events import EventKind
