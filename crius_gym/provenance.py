@@ -44,21 +44,13 @@ def git_revision(cwd: str | Path | None = None) -> str:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as typed: ``python <script> <args>`` with shell quoting.
-
-    Under ``experiments/reproduce.py`` a stage writes to a staging folder that is moved into
-    ``results/`` when it succeeds (``CRIUS_GYM_STAGE_OUT`` names it); the command is stated as
-    it reads with ``results`` in its place: what it wrote is what that command writes.
-    """
+    """The command as typed: ``python <script> <args>`` with shell quoting."""
     args = list(sys.argv if argv is None else argv)
     if args and args[0].endswith(".py"):
         with contextlib.suppress(ValueError):
             args[0] = str(Path(args[0]).resolve().relative_to(Path.cwd()))
-        text = "python " + shlex.join(args)
-    else:
-        text = shlex.join(args)
-    staging = os.environ.get("CRIUS_GYM_STAGE_OUT")
-    return text.replace(staging, "results") if staging else text
+        return "python " + shlex.join(args)
+    return shlex.join(args)
 
 
 @dataclass(frozen=True)
@@ -82,12 +74,18 @@ class Provenance:
     def capture(cls, argv: list[str] | None = None) -> Provenance:
         """Provenance of the running process.
 
-        Under ``experiments/reproduce.py`` the environment names the pipeline stage (stated
-        too) and its staging folder (see :func:`command_line`).
+        Under ``experiments/reproduce.py`` the environment names the pipeline stage and the
+        staging folder its outputs are written to before they are moved into ``results/``;
+        the command is then stated as it reads with ``results/`` in place of the staging folder
+        (what it wrote is what that command writes), and the stage is named.
         """
         now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        command = command_line(argv)
+        staging = os.environ.get("CRIUS_GYM_STAGE_OUT")
+        if staging:
+            command = command.replace(staging, "results")
         return cls(
-            command=command_line(argv),
+            command=command,
             date=now,
             version=__version__,
             git_revision=git_revision(),

@@ -32,7 +32,7 @@ from crius_gym.cli import add_output_options, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import RunStateError
-from crius_gym.provenance import Provenance, command_line
+from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import (
     DEFAULT_MARGINS,
     SCORES,
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(1)
     margins = [parse_margin(m) for m in args.margins.split(",")]
     prov = Provenance.capture()
-    command = command_line()
+    command = prov.command  # as the report header states it (a pipeline stage: results/)
     out = Path(args.out)
     refuse_overwrite([out / "guide_margin.md", out / "guide_margin.csv"], args.force)
     if not args.dry_run and not args.force:
