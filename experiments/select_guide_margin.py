@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(1)
     margins = [parse_margin(m) for m in args.margins.split(",")]
     prov = Provenance.capture()
-    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    command = prov.command  # as the report header states it (a pipeline stage: results/)
     out = Path(args.out)
     refuse_overwrite([out / "guide_margin.md", out / "guide_margin.csv"], args.force)
     if not args.dry_run and not args.force:
