@@ -111,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--traces",
+        nargs="+",
         choices=["test", "own", "all"],
-        default="test",
-        help="the synthetic test split, the scenario's own (Arena) trace, or both (default: test)",
+        default=["test"],
+        help="per scenario (one value for all, or one per --scenario): the synthetic test "
+        "split, the scenario's own (Arena) trace, or both (default: test)",
     )
     p.add_argument(
         "--max-traces",
@@ -174,11 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.scenario_set:
         name, _, kv = item.partition(":")
         per.setdefault(name, {}).update(_parse_set([kv]))
+    if len(args.traces) not in (1, len(args.scenario)):
+        p.error("--traces takes one value, or one per --scenario")
+    which = dict(zip(args.scenario, args.traces * len(args.scenario), strict=False))
     rows = []
     for name in args.scenario:
         scenario = load_scenario(name)
         options = LookaheadOptions(**{**common, **per.get(name, {})})
-        for trace in _traces(scenario, args.traces, args.max_traces, args.max_jobs):
+        for trace in _traces(scenario, which[name], args.max_traces, args.max_jobs):
             t0 = time.perf_counter()
             crius = scenario.make_simulator().run(trace, make_policy("crius"))
             crius_s = time.perf_counter() - t0

@@ -367,6 +367,6 @@ def _factory(name: str, **preset: Any) -> Any:
     return make
 
 
-register("crius-lookahead")(_factory("crius-lookahead"))
+register("crius-lookahead", opt_in=True)(_factory("crius-lookahead"))
 
 __all__ = ["LookaheadOptions", "LookaheadPolicy", "LookaheadStats", "rollout_cost_s"]

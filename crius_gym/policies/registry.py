@@ -16,16 +16,25 @@ if TYPE_CHECKING:
     from crius_gym.scenarios import Scenario
 
 _FACTORIES: dict[str, Callable[..., Policy]] = {}
+_OPT_IN: set[str] = set()  # left out of default_set()
 F = TypeVar("F", bound=Callable[..., Policy])
 
 
-def register(name: str) -> Callable[[F], F]:
-    """Class or function decorator registering a policy factory under ``name``."""
+def register(name: str, *, opt_in: bool = False) -> Callable[[F], F]:
+    """Class or function decorator registering a policy factory under ``name``.
+
+    Args:
+        name: the registry name.
+        opt_in: left out of "every heuristic" defaults (:func:`default_set`): for policies that
+            cost much more per decision than a rule (a lookahead's rollouts); run by name.
+    """
 
     def deco(factory: F) -> F:
         if name in _FACTORIES:
             raise ValueError(f"policy {name!r} registered twice")
         _FACTORIES[name] = factory
+        if opt_in:
+            _OPT_IN.add(name)
         return factory
 
     return deco
@@ -35,6 +44,12 @@ def available() -> tuple[str, ...]:
     """Registered policy names, sorted."""
     _load_builtin()
     return tuple(sorted(_FACTORIES))
+
+
+def default_set() -> tuple[str, ...]:
+    """Registered names that "every heuristic" means: all but the opt-in ones, sorted."""
+    _load_builtin()
+    return tuple(sorted(n for n in _FACTORIES if n not in _OPT_IN))
 
 
 def make_policy(name: str, *, scenario: Scenario | None = None, **options: Any) -> Policy:

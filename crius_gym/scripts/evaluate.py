@@ -20,11 +20,15 @@ import argparse
 
 from crius_gym.bundled import list_scenarios
 from crius_gym.cli import add_data_dir_option, add_output_options, add_trace_options, run_main
-from crius_gym.policies.registry import available
+from crius_gym.policies.registry import available, default_set
 
 # The evaluation itself (torch, the env, the simulator, plots) lives in
 # crius_gym/scripts/evaluation.py and is imported after the arguments are parsed: --help
 # answers at once.
+
+
+def _opt_in() -> list[str]:
+    return sorted(set(available()) - set(default_set()))
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,7 +63,7 @@ def parse_args() -> argparse.Namespace:
         default=None,
         metavar="NAME",
         help=f"heuristics to compare; registered: {', '.join(available())} "
-        "(default: all registered)",
+        f"(default: all registered but the costly opt-in ones: {', '.join(_opt_in())})",
     )
     p.add_argument(
         "--traces",

@@ -25,7 +25,7 @@ from crius_gym.eval.gantt import gantt_file_name, plot_gantt
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
-from crius_gym.policies.registry import available
+from crius_gym.policies.registry import default_set
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import parse_margin, recorded_deployment
 from crius_gym.rl.envelope import Envelope
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> None:
         args.force,
     )
     out.mkdir(parents=True, exist_ok=True)
-    heuristics = list(args.policies) if args.policies is not None else list(available())
+    heuristics = list(args.policies) if args.policies is not None else list(default_set())
     sections = ["# PPO vs rule-based schedulers on held-out traces", "", prov.markdown(), ""]
     for spec in args.policy:
         path = policy_file(spec)
