@@ -452,6 +452,8 @@ class Engine:
             "note": "a training run's record; the run folder itself is git-ignored",
             "model": os.path.relpath(model, self.root),
             "model_sha256": file_sha256(model),
+            # The zip's other members carry run metadata; the weights are policy.pth.
+            "weights_sha256": _member_sha256(model, "policy.pth"),
             "command": meta.get("command"),
             "git_revision": meta.get("git_revision"),
             "date": meta.get("date"),
@@ -577,6 +579,16 @@ def _in_dir(path: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(cwd)
+
+
+def _member_sha256(archive: Path, member: str) -> str | None:
+    """SHA-256 of one member of a zip file (None if it has no such member)."""
+    import zipfile
+
+    with zipfile.ZipFile(archive) as zf:
+        if member not in zf.namelist():
+            return None
+        return hashlib.sha256(zf.read(member)).hexdigest()
 
 
 def _under_results(output: str) -> str:
