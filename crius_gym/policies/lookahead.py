@@ -24,15 +24,17 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import make_policy, register
 from crius_gym.sim.actions import Action, InvalidActionError, Reconfigure, Reject, Start
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.records import JobRecord, JobStatus
-from crius_gym.sim.simulator import Simulator
 from crius_gym.sim.snapshot import Snapshot
+
+if TYPE_CHECKING:  # the registry imports every policy module: --help stays light
+    from crius_gym.sim.simulator import Simulator
 
 
 @dataclass(frozen=True)
