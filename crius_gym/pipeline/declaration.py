@@ -181,15 +181,6 @@ class Pipeline:
             visit(name)
         return placed
 
-    def downstream(self, name: str) -> list[str]:
-        """Every stage that depends on ``name``, directly or not."""
-        found: list[str] = []
-        for other in self.order():
-            ups = self.upstream(self.stages[other])
-            if name in ups or any(u in found for u in ups):
-                found.append(other)
-        return found
-
 
 def _relative(root: Path, path: Path) -> str:
     """``path`` relative to ``root`` (``../shared/data/…`` for data beside the repository)."""

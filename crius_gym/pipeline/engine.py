@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,7 @@ class Engine:
         self._inputs = {name: pipeline.inputs(s) for name, s in pipeline.stages.items()}
         self._order = pipeline.order()
         self._upstream = {name: pipeline.upstream(s) for name, s in pipeline.stages.items()}
+        self._plan: list[str] = []  # the stages of the run under way (for progress lines)
 
     # ------------------------------------------------------------------ doit tasks
     def _config(self, stage: Stage) -> dict[str, Any]:
@@ -166,15 +168,13 @@ class Engine:
             if why.get("uptodate_false"):
                 reasons.append("its declaration changed (command, kind or files)")
             if why.get("added_file_dep"):
-                reasons.append(f"new inputs: {_short(self._rel(why['added_file_dep']))}")
+                reasons.append(f"new inputs: {_short(sorted(why['added_file_dep']))}")
             if why.get("removed_file_dep"):
-                reasons.append(
-                    f"inputs no longer read: {_short(self._rel(why['removed_file_dep']))}"
-                )
+                reasons.append(f"inputs no longer read: {_short(sorted(why['removed_file_dep']))}")
             if why.get("changed_file_dep"):
-                changed = self._rel(why["changed_file_dep"])
+                changed = sorted(why["changed_file_dep"])
                 reasons.append(f"inputs changed: {_short(changed)}")
-        absent_inputs = self._rel(result.reasons.get("missing_file_dep", []))
+        absent_inputs = sorted(result.reasons.get("missing_file_dep", []))
         if absent_inputs:
             reasons.append(f"inputs missing: {_short(absent_inputs)}")
         note = ""
@@ -191,9 +191,6 @@ class Engine:
             state = "review" if stage.kind == "manual" else "stale"
             return StageStatus(stage.name, state, tuple(reasons), note)
         return StageStatus(stage.name, "up to date", (), note)
-
-    def _rel(self, files: Iterable[str]) -> list[str]:
-        return sorted(files)
 
     def status(self) -> dict[str, StageStatus]:
         """Every stage's state, in dependency order.
@@ -308,7 +305,7 @@ class Engine:
             return int(main.run(args))
 
     def _progress(self, stage: Stage, text: str) -> None:
-        plan = getattr(self, "_plan", [stage.name])
+        plan = self._plan or [stage.name]
         index = plan.index(stage.name) + 1 if stage.name in plan else 0
         now = _dt.datetime.now().strftime("%H:%M:%S")
         self.echo(f"[{now}] stage {index}/{len(plan)} {stage.name}: {text}")
@@ -583,8 +580,6 @@ def _in_dir(path: Path) -> Iterator[None]:
 
 def _member_sha256(archive: Path, member: str) -> str | None:
     """SHA-256 of one member of a zip file (None if it has no such member)."""
-    import zipfile
-
     with zipfile.ZipFile(archive) as zf:
         if member not in zf.namelist():
             return None
