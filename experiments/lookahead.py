@@ -7,7 +7,9 @@ interval over the traces, and the lookahead's cost per decision (mean and p99 mi
 wall time per simulator decision, audit rollouts left out), how often it departed from Crius's
 action and how many rollouts it ran. With --audit K it also measures the bias of truncated
 rollouts: every K-th choice it rolls every candidate out to the end as well, and reports the
-share of audited choices whose best candidate is the same both ways.
+share of audited choices whose best candidate is the same both ways, and the gain lost: Σ over
+audited choices of what the truncated choice costs by full rollouts above the best candidate, as
+a share of what the best candidate saves against the rollout policy's own action.
 
 Writes --out/lookahead.md and lookahead.csv (one row per scenario and trace) with the command,
 date and git revision.
@@ -47,6 +49,8 @@ class TimedLookahead(LookaheadPolicy):
         self.audit_every = audit_every
         self.audited = 0
         self.agreed = 0
+        self.regret_s = 0.0  # full-rollout cost of the truncated choice above the best
+        self.gain_s = 0.0  # full-rollout cost of the proposal above the best
         self.audit_s = 0.0  # time spent in audit rollouts, left out of the decision times
         self._seen = 0
 
@@ -73,7 +77,11 @@ class TimedLookahead(LookaheadPolicy):
             ]
             self.stats.rollouts = counted  # audit rollouts are not the scheduler's
             self.audited += 1
-            self.agreed += int(int(np.argmin(costs)) == int(np.argmin(full)))
+            pick, best = int(np.argmin(costs)), int(np.argmin(full))
+            self.agreed += int(pick == best)
+            if math.isfinite(full[pick]) and math.isfinite(full[0]):
+                self.regret_s += full[pick] - full[best]
+                self.gain_s += full[0] - full[best]
             self.audit_s += time.perf_counter() - t0
         return costs
 
@@ -232,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 "audit_agree_pct": 100 * policy.agreed / policy.audited
                 if policy.audited
                 else math.nan,
+                "audit_regret_s": policy.regret_s,
+                "audit_gain_s": policy.gain_s,
                 "wall_s": look_s,
                 "options": ", ".join(f"{k}={v}" for k, v in vars(options).items()),
             }
@@ -259,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| scenario | traces | jobs | GPUs | avg JCT vs Crius | throughput vs Crius "
         "| worst trace | ms / decision (p99) | Crius ms / decision | changed "
-        "| rollouts / decision | truncated | audit: same best |",
-        "| --- " * 13 + "|",
+        "| rollouts / decision | truncated | audit: same best | audit: gain lost |",
+        "| --- " * 14 + "|",
     ]
     for name, g in df.groupby("scenario", sort=False):
         jm, jci = mean_ci(g["jct_ratio"].to_numpy())
@@ -274,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{g['crius_ms_per_decision'].mean():.2f} | {g['changed_pct'].mean():.0f}% | "
             f"{g['rollouts_per_decision'].mean():.1f} | {g['truncated_pct'].mean():.0f}% | "
             + (f"{agree:.1f}% of {int(audit)}" if audit else "—")
+            + " | "
+            + (
+                f"{100 * g['audit_regret_s'].sum() / g['audit_gain_s'].sum():.1f}%"
+                if audit and g["audit_gain_s"].sum() > 0
+                else "—"
+            )
             + " |"
         )
     lines += [

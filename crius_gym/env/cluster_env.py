@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from crius_gym.env.features import ObservationEncoder
 from crius_gym.env.guide import Guide, GuidePlan
 from crius_gym.env.reference import JobsInSystemIntegral
 from crius_gym.env.render import render_cluster
+from crius_gym.env.reset_options import checked_reset_options
 from crius_gym.errors import ConfigError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
@@ -60,9 +60,6 @@ class _World:
         return cls(
             scenario, tuner, sim, CellSelector(sim, cfg), ObservationEncoder(cfg, sim, scale), scale
         )
-
-
-RESET_OPTIONS = frozenset({"trace", "trace_format", "trace_seed", "split", "index", "component"})
 
 
 def _action_index(action: Any, n: int) -> int:
@@ -115,7 +112,11 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     ``train_episode_jobs`` jobs); ``reset(options={"trace": Trace})`` any trace, and
     ``reset(options={"trace": "path/to/file", "trace_format": "helios", "trace_seed": 0})`` any
     trace file the project reads (:func:`crius_gym.scenarios.trace_files.read_trace`; format
-    detected when ``trace_format`` is absent; read once per file, seed and component). An episode
+    detected when ``trace_format`` is absent; read once per file, seed and component).
+    ``start_s`` (with any of these) starts the episode in mid-run: the guide schedules
+    everything before that simulated time, as :meth:`step` would take its actions, and the
+    agent's first decision is the first at or after it (the state a replay of the guide to that
+    time reaches; the return counts from there). An episode
     terminates when every job finished or was rejected (or nothing can happen any more); it is
     truncated after ``max_decisions`` decisions. The final ``info`` carries the run's metrics.
 
@@ -199,51 +200,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     # ------------------------------------------------------------------ helpers
     def _checked_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         """``reset`` options, refused when a key, split or index is unknown (never ignored)."""
-        opts = dict(options or {})
-        unknown = sorted(set(opts) - RESET_OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"reset options: unknown key(s) {unknown}; known: {sorted(RESET_OPTIONS)}"
-            )
-        if "trace" in opts and "split" in opts:
-            raise ConfigError("reset options: give 'trace' or 'split', not both")
-        split = opts.get("split")
-        if split is not None and split not in ("train", "val", "test"):
-            raise ConfigError(f"reset options: split {split!r} not in ['train', 'val', 'test']")
-        for key in ("index", "component"):
-            if key in opts and (
-                isinstance(opts[key], bool) or not isinstance(opts[key], int | np.integer)
-            ):
-                raise ConfigError(f"reset options: {key} must be an integer, got {opts[key]!r}")
-        n_components = max(1, len(self.scenario.mix))
-        component = int(opts.get("component", 0))
-        if not 0 <= component < n_components:
-            raise ConfigError(
-                f"reset options: component {component} out of range (the scenario has "
-                f"{n_components})"
-            )
-        if split in ("val", "test") and "index" in opts:
-            sc = (
-                [c for c, _ in self.scenario.mix][component] if self.scenario.mix else self.scenario
-            )
-            count = sc.splits.validation_traces if split == "val" else sc.splits.test_traces
-            if not 0 <= int(opts["index"]) < count:
-                raise ConfigError(
-                    f"reset options: index {opts['index']} out of range: {sc.name} has {count} "
-                    f"{split} traces"
-                )
-        if "index" in opts and int(opts["index"]) < 0:
-            raise ConfigError(f"reset options: index must be >= 0, got {opts['index']}")
-        if "trace" in opts and not isinstance(opts["trace"], Trace | str | os.PathLike):
-            raise ConfigError(
-                "reset options: trace must be a Trace or a trace file's path, got "
-                f"{type(opts['trace']).__name__}"
-            )
-        if ("trace_format" in opts or "trace_seed" in opts) and isinstance(
-            opts.get("trace"), Trace | None
-        ):
-            raise ConfigError("reset options: trace_format and trace_seed need a trace file")
-        return opts
+        return checked_reset_options(options, self.scenario, self.guide is not None)
 
     def _trace_file(self, opts: Mapping[str, Any]) -> Trace:
         """The trace file of ``reset`` options, read on this component's cluster (memoised)."""
@@ -450,7 +407,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             return self.config.num_actions - 1
         return int(np.flatnonzero(state.mask)[0])
 
-    def rollout_cost(self, action: int) -> float:
+    def rollout_cost(self, action: int, future: bool = True) -> float:
         """What taking ``action`` now, then following the guide to the end, costs (job-seconds).
 
         Runs a headless copy of this env (the episode itself is untouched; the copy encodes no
@@ -461,12 +418,22 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         advantage of one action over another when the guide takes over (the simulator is
         deterministic). Used by the vine advantages of :mod:`crius_gym.rl.sequence_ppo`.
 
+        Args:
+            action: the env action taken now.
+            future: roll out on the episode's trace, arrivals still to come included (a
+                hindsight cost: it depends on arrivals no observation shows). False: on a copy
+                that holds only the jobs already arrived, priced by the estimator
+                (:meth:`Simulator.fork_present`), and the cost counts those jobs only; WAIT
+                then runs to the next completion. The difference of two such costs is a
+                function of the state, the label of the lookahead scheduler
+                (:mod:`crius_gym.policies.lookahead`) restricted to the env's actions.
+
         Raises:
             ConfigError: the env has no guide.
         """
         if self.guide is None or self._state is None:
             raise ConfigError("rollout_cost needs a guide")
-        env = self._headless_copy()
+        env = self._headless_copy(future)
         _, _, term, trunc, _ = env.step(action)
         if not (term or trunc):
             env._follow_guide()
@@ -563,11 +530,27 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._baseline = None
         self._state = self._build_state()
 
-    def _headless_copy(self) -> CriusEnv:
-        """A copy of the episode so far that can be stepped without encoding observations."""
+    def branch(self, future: bool = False) -> CriusEnv:
+        """An independent copy of the episode so far that encodes observations.
+
+        For rollouts of a network policy (:mod:`crius_gym.rl.network_rollouts`): the copy is
+        stepped like the env and leaves this episode untouched. ``future`` False (default): it
+        holds only the jobs already arrived, priced by the estimator (as
+        :meth:`rollout_cost`'s); True: the episode's trace, arrivals to come included.
+        """
+        env = self._headless_copy(future)
+        env._headless = False
+        env.encoder = self.encoder.for_simulator(env.sim)
+        return env
+
+    def _headless_copy(self, future: bool = True) -> CriusEnv:
+        """A copy of the episode so far that can be stepped without encoding observations.
+
+        ``future`` False: the copy holds only the jobs already arrived (see :meth:`rollout_cost`).
+        """
         assert self.guide is not None
         env = copy.copy(self)
-        env.sim = self.sim.clone()
+        env.sim = self.sim.clone() if future else self.sim.fork_present(estimated=True)
         policy = self.guide.policy
         # Shared, not copied: the cluster, the tuner and the policy's caches of speeds (pure
         # functions of the tuner); the copy gets its own bookkeeping.
@@ -640,6 +623,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             given = self.config.episode_jobs
             jobs = own if given is None else self._scaled_jobs(own, given)
             warmup = self._scaled_jobs(own, self.config.warmup_jobs)
+            if self.config.warmup_random and warmup:
+                # A random point of the run: from an empty cluster to the longest warm-up.
+                warmup = int(self.np_random.integers(0, warmup + 1))
             trace = sc.synthetic_trace("train", index, num_jobs=warmup + jobs, tuner=self.tuner)
         self._trace = trace
         self.sim.reset(trace)
@@ -657,8 +643,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._episode_reward = 0.0
         self._last_result = None
         reward, done = self._next_decision()
-        if warmup and not done:
-            done = self._warm_up(trace.jobs[warmup].arrival_s)
+        handover_s = (
+            float(opts["start_s"])
+            if "start_s" in opts
+            else (trace.jobs[warmup].arrival_s if warmup else None)
+        )
+        if handover_s is not None and not done:
+            done = self._warm_up(handover_s)
             reward = 0.0  # the agent's episode starts at the hand-over
         self._episode_reward += reward
         self._pending_reward = reward  # time before the first decision is charged on step 1

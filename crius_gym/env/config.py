@@ -59,6 +59,15 @@ class EnvConfig:
             agent then meets the backlog and the crowded cluster a long trace builds, which
             short episodes from an empty cluster never show; 0: episodes start empty. Held-out
             traces are never warmed up. Needs a guide.
+        warmup_random: draw each training episode's warm-up uniformly from 0 to
+            ``warmup_jobs`` jobs (the env's RNG), so the agent takes over at random points of
+            the run, from an empty cluster to a crowded one.
+        scale_free: observe a cluster of any size as the clusters of training look: durations
+            on a fixed one-hour scale (not the scenario's reward scale, which follows its
+            arrival rate and so its size: 3,000 to 400,000 s across the shipped scenarios),
+            waiting and running jobs counted per 64 GPUs, the time-scale feature as the mean
+            arrival gap per 64 GPUs, and no count of the arrivals still to come (which reads
+            the trace's future). Off: the v3 features, which saved policies were trained on.
         reward_baseline: ``none`` or ``guide``: subtract the guide's own reward on the same
             trace over the same simulated interval (its run is computed once per episode), so
             the reward measures the agent against the guide and the arrivals' share of it
@@ -82,6 +91,8 @@ class EnvConfig:
     guide_hint: bool = True
     episode_jobs: int | None = None
     warmup_jobs: int = 0
+    warmup_random: bool = False
+    scale_free: bool = False
     reward_baseline: Literal["none", "guide"] = "none"
 
     def __post_init__(self) -> None:
@@ -106,6 +117,8 @@ class EnvConfig:
             raise ConfigError("env: episode_jobs must be >= 1 or null")
         if self.warmup_jobs < 0:
             raise ConfigError("env: warmup_jobs must be >= 0")
+        if self.warmup_random and not self.warmup_jobs:
+            raise ConfigError("env: warmup_random needs warmup_jobs > 0 (the longest warm-up)")
         if self.warmup_jobs and self.guide is None:
             raise ConfigError("env: warmup_jobs needs a guide (it schedules the warm-up)")
         if self.reward_baseline not in ("none", "guide"):

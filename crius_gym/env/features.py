@@ -19,6 +19,7 @@ Tables are flattened because SB3 treats multi-dimensional boxes as images or war
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 
@@ -171,19 +172,29 @@ def _log_norm(x: float, scale: float) -> float:
     return min(1.0, math.log1p(max(0.0, x) / scale) / _LOG_CAP)
 
 
+#: The duration mapped to log1p(1) in scale-free observations (EnvConfig.scale_free), seconds.
+SCALE_FREE_TIME_S = 3600.0
+
+
 class ObservationEncoder:
     """Builds observations for one environment (cluster and time scale fixed).
 
     Args:
         cfg: environment settings.
         sim: the simulator (its cluster gives the GPU types, in group order).
-        time_scale_s: the duration mapped to log1p(1) (the reward scale).
+        time_scale_s: the duration mapped to log1p(1) (the reward scale); with
+            ``cfg.scale_free`` one hour, and the reward scale enters only as the arrival gap
+            per 64 GPUs (the time-scale feature).
     """
 
     def __init__(self, cfg: EnvConfig, sim: Simulator, time_scale_s: float) -> None:
         self.cfg = cfg
         self.sim = sim
-        self.time_scale_s = time_scale_s
+        gpus = sim.cluster.num_gpus
+        self.time_scale_s = SCALE_FREE_TIME_S if cfg.scale_free else time_scale_s
+        self._scale_feature_s = time_scale_s * gpus / 64.0 if cfg.scale_free else time_scale_s
+        #: Jobs are counted per this many of the cluster's (per 64 GPUs when scale-free).
+        self._count_unit = gpus / 64.0 if cfg.scale_free else 1.0
         if len(sim.cluster.gpu_types) > cfg.max_gpu_types:
             # Truncating would hide the extra types from the agent (and their Cells' features).
             raise ConfigError(
@@ -312,6 +323,17 @@ class ObservationEncoder:
         out[_J.best_throughput] = min(1.0, math.log1p(best.throughput) / 10.0) if best else 0.0
         self._static_jobs[key] = out
         return out
+
+    def for_simulator(self, sim: Simulator) -> ObservationEncoder:
+        """This encoder reading another simulator of the same cluster (e.g. a rollout's copy).
+
+        The caches of static rows (pure functions of jobs and Cells) are shared; the
+        per-episode tables are rebuilt for the other simulator's records.
+        """
+        other = copy.copy(self)
+        other.sim = sim
+        other._tables = None
+        return other
 
     def _episode_tables(self) -> _EpisodeTables:
         """Static rows of this episode's jobs, filled on first sight (a new trace resets them)."""
@@ -509,14 +531,16 @@ class ObservationEncoder:
         waiting = state.waiting_total
         fitting = state.fitting_jobs
         plan = state.plan
-        out[_G.waiting] = math.log1p(waiting) / _LOG_CAP
+        unit = self._count_unit
+        out[_G.waiting] = math.log1p(waiting / unit) / _LOG_CAP
         out[_G.beyond_window] = (waiting - len(state.window)) / max(1, waiting)
-        out[_G.running] = math.log1p(len(sim.active_indices)) / _LOG_CAP
+        out[_G.running] = math.log1p(len(sim.active_indices) / unit) / _LOG_CAP
         out[_G.busy] = sim.allocator.busy_gpus() / self.total_gpus
-        out[_G.future_arrivals] = sim.future_arrivals / total_jobs
+        if not self.cfg.scale_free:  # scale-free: the future is not observed
+            out[_G.future_arrivals] = sim.future_arrivals / total_jobs
         out[_G.decisions_now] = min(1.0, decisions_now / 16.0)
         out[_G.fitting_share] = fitting / max(1, len(state.window))
-        out[_G.time_scale] = _log_norm(self.time_scale_s, 3600.0)
+        out[_G.time_scale] = _log_norm(self._scale_feature_s, 3600.0)
         out[_G.guide_wait] = float(plan is not None and plan.next is None)
         out[_G.guide_plan_left] = 0.0 if plan is None else min(1.0, len(plan.actions) / 16.0)
 

@@ -10,8 +10,10 @@ It takes the cheapest (the rollout policy's own action unless another is cheaper
 
 The cost of a rollout is Σ over the jobs present of their time in the system (finish −
 arrival). A rollout stops at the end of the present jobs, or, when truncated, after
-``horizon_events`` decisions or ``horizon_s`` simulated seconds; the rest is valued by the
-remaining work at current speeds (a waiting job at its best Cell's estimated speed).
+``horizon_events`` decisions or ``horizon_s`` simulated seconds; the rest is valued by ``tail``:
+``speed``, the remaining work at current speeds (a waiting job as if it started at once on its
+best Cell: no queueing), or ``list`` (default), a list schedule of the waiting jobs on the GPUs
+as the running jobs free them (per GPU type, counts only), so queueing is priced.
 
 Because the future is never read, the decision is a function of the state: what a learned policy
 can be trained to imitate. On a scenario with measured ground truth the rollouts still use the
@@ -21,10 +23,11 @@ estimator (the scheduler's view), so what the lookahead gains there is not flatt
 from __future__ import annotations
 
 import copy
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import make_policy, register
@@ -48,8 +51,17 @@ class LookaheadOptions:
         cells_per_job: Cells tried for the base's job (its top-ranked Cells that fit now).
         other_cells: Cells tried for each other waiting job.
         running_jobs: running jobs (oldest first) tried on other Cells (a move or resize).
+        moves_when_idle: try those moves at every decision (True), or only while jobs wait
+            (False: cheaper on large clusters, where most instants have an empty queue, but on
+            hetero-64 it cost 3 points of JCT; docs/lookahead.md).
         horizon_events: truncate a rollout after this many decision points (None: no limit).
         horizon_s: truncate a rollout after this many simulated seconds (None: no limit).
+        tail: how a truncated rollout values the rest: ``list`` (a list schedule of the
+            waiting jobs on the GPUs as they free up: queueing is priced) or ``speed`` (the
+            remaining work at current speeds, a waiting job as if started at once).
+        tail_cells: Cells per waiting job the list schedule tries, in the tuner's rank order.
+        drain_queue: the horizon is a minimum: a rollout past it goes on until no job waits,
+            so the tail values running jobs only (their rest at current speeds is nearly exact).
         max_steps: at most this many actions per instant are chosen by lookahead; after that
             the base's plan is followed.
         margin: relative cost improvement another candidate needs to replace the base's action.
@@ -62,8 +74,12 @@ class LookaheadOptions:
     cells_per_job: int = 3
     other_cells: int = 1
     running_jobs: int = 0
+    moves_when_idle: bool = True
     horizon_events: int | None = None
     horizon_s: float | None = None
+    tail: Literal["list", "speed"] = "list"
+    tail_cells: int = 3
+    drain_queue: bool = False
     max_steps: int = 32
     margin: float = 0.0
     estimated: bool = True
@@ -77,6 +93,10 @@ class LookaheadOptions:
             raise ConfigError(f"horizon_s must be > 0, got {self.horizon_s}")
         if not 0 <= self.margin < 1:
             raise ConfigError(f"margin must be in [0, 1), got {self.margin}")
+        if self.tail not in ("list", "speed"):
+            raise ConfigError(f"tail must be list or speed, got {self.tail!r}")
+        if self.tail_cells < 1:
+            raise ConfigError(f"tail_cells must be >= 1, got {self.tail_cells}")
 
 
 @dataclass
@@ -241,9 +261,7 @@ class LookaheadPolicy:
             others += 1
             out.extend(self._starts(snap, view, opts.other_cells))
         moved = 0
-        # Moving a running job is tried only while jobs wait (to make room for them); with an
-        # empty queue the base's own upgrade pass is judged against waiting, which is cheaper.
-        for view in snap.active if snap.waiting else ():
+        for view in snap.active if snap.waiting or opts.moves_when_idle else ():
             if moved >= opts.running_jobs:
                 break
             if view.status is not JobStatus.RUNNING or view.job.job_id == getattr(
@@ -311,20 +329,40 @@ class LookaheadPolicy:
             return _Rollout(math.inf)
         start_s, events = sim.now_s, 0
         while True:
-            if horizon is not None and events >= int(horizon):
+            # With drain_queue the horizon is a minimum: the rollout goes on while jobs wait.
+            hold = opts.drain_queue and bool(sim.waiting_indices)
+            if horizon is not None and events >= int(horizon) and not hold:
                 break
             if not sim.advance():
                 if sim.jobs_in_system:  # nothing more will happen, yet jobs are left: a stall
                     return _Rollout(math.inf)
                 return _Rollout(rollout_cost_s(sim, present))
             events += 1
-            if opts.horizon_s is not None and sim.now_s - start_s > opts.horizon_s:
+            if (
+                opts.horizon_s is not None
+                and sim.now_s - start_s > opts.horizon_s
+                and not (opts.drain_queue and sim.waiting_indices)
+            ):
                 break
             acts = policy.decide(sim.snapshot())
             if acts:
                 sim.apply(acts)
         self.stats.truncated += 1
-        return _Rollout(rollout_cost_s(sim, present, _remaining_s(sim)), truncated=True)
+        tail = (
+            _remaining_s(sim) if opts.tail == "speed" else list_schedule_tail(sim, opts.tail_cells)
+        )
+        return _Rollout(rollout_cost_s(sim, present, tail), truncated=True)
+
+
+def _active_rest_s(sim: Simulator, rec: JobRecord) -> float | None:
+    """A running or paused job's rest at its current speed (None: it holds no Cell)."""
+    left = rec.remaining_iters
+    if rec.status is JobStatus.RUNNING and rec.iter_time_s > 0:
+        done = rec.progress_at(sim.now_s) - rec.progress_iters
+        return max(0.0, left - done) * rec.iter_time_s
+    if rec.status is JobStatus.PAUSED and rec.iter_time_s > 0:
+        return max(0.0, rec.resume_at_s - sim.now_s) + left * rec.iter_time_s
+    return None
 
 
 def _remaining_s(sim: Simulator) -> Any:
@@ -332,14 +370,73 @@ def _remaining_s(sim: Simulator) -> Any:
     snap = sim.snapshot()
 
     def tail(rec: JobRecord) -> float:
-        left = rec.remaining_iters
-        if rec.status is JobStatus.RUNNING and rec.iter_time_s > 0:
-            done = rec.progress_at(sim.now_s) - rec.progress_iters
-            return max(0.0, left - done) * rec.iter_time_s
-        if rec.status is JobStatus.PAUSED and rec.iter_time_s > 0:
-            return max(0.0, rec.resume_at_s - sim.now_s) + left * rec.iter_time_s
+        rest = _active_rest_s(sim, rec)
+        if rest is not None:
+            return rest
         best = snap.candidates(rec.job).candidates
-        return left * best[0].iter_time_s if best else 0.0
+        return rec.remaining_iters * best[0].iter_time_s if best else 0.0
+
+    return tail
+
+
+def list_schedule_tail(sim: Simulator, cells: int) -> Any:
+    """The rest of every open job's time in the system under a list schedule (seconds).
+
+    Running jobs keep their Cells to the end at their current speed; waiting jobs, in queue
+    order, start as soon as one of their ``cells`` top-ranked Cells' GPU type has enough free
+    GPUs (a later job may start before an earlier one that does not fit: backfilling), and run
+    there to the end. GPUs are counted per type, not per node (fragmentation is ignored), and a
+    job is never moved: a cheap, slightly pessimistic stand-in for the rollout policy's rest.
+    """
+    snap = sim.snapshot()
+    now = sim.now_s
+    records = sim.records
+    free = {t: snap.free_gpus(t) for t in sim.cluster.gpu_types}
+    out: dict[int, float] = {}  # by id(record)
+    releases: list[tuple[float, str, int]] = []
+    for i in sim.active_indices:
+        rec = records[i]
+        rest = _active_rest_s(sim, rec)
+        out[id(rec)] = rest if rest is not None else 0.0
+        cell = rec.cell
+        if cell is not None and rec.num_gpus:
+            heapq.heappush(releases, (now + out[id(rec)], cell.gpu_type, rec.num_gpus))
+    queue: list[tuple[JobRecord, list[tuple[str, int, float]]]] = []
+    for i in sim.waiting_indices:
+        rec = records[i]
+        ranked = snap.candidates(rec.job).candidates[:cells]
+        if not ranked:
+            out[id(rec)] = 0.0
+            continue
+        queue.append((rec, [(c.cell.gpu_type, c.cell.num_gpus, c.iter_time_s) for c in ranked]))
+    t = now
+    while queue:
+        left: list[tuple[JobRecord, list[tuple[str, int, float]]]] = []
+        for rec, options in queue:
+            for gpu_type, gpus, iter_s in options:
+                if free.get(gpu_type, 0) >= gpus:
+                    free[gpu_type] -= gpus
+                    finish = t + rec.remaining_iters * iter_s
+                    out[id(rec)] = finish - now
+                    heapq.heappush(releases, (finish, gpu_type, gpus))
+                    break
+            else:
+                left.append((rec, options))
+        queue = left
+        if not queue:
+            break
+        if not releases:  # nothing will free a GPU: the rest starts now at its best speed
+            for rec, options in queue:
+                out[id(rec)] = t - now + rec.remaining_iters * options[0][2]
+            break
+        t, gpu_type, gpus = heapq.heappop(releases)
+        free[gpu_type] = free.get(gpu_type, 0) + gpus
+        while releases and releases[0][0] <= t:
+            _, gpu_type, gpus = heapq.heappop(releases)
+            free[gpu_type] = free.get(gpu_type, 0) + gpus
+
+    def tail(rec: JobRecord) -> float:
+        return out[id(rec)]
 
     return tail
 
@@ -371,4 +468,10 @@ def _factory(name: str, **preset: Any) -> Any:
 
 register("crius-lookahead", opt_in=True)(_factory("crius-lookahead"))
 
-__all__ = ["LookaheadOptions", "LookaheadPolicy", "LookaheadStats", "rollout_cost_s"]
+__all__ = [
+    "LookaheadOptions",
+    "LookaheadPolicy",
+    "LookaheadStats",
+    "list_schedule_tail",
+    "rollout_cost_s",
+]

@@ -79,6 +79,18 @@ class PPOHyperparams:
         vine_margin: an action becomes a decision's label only if it beats the guide's by more
             than this (advantage in reward-scale units).
         vine_lr: Adam rate of the distillation.
+        vine_future: the vine's rollouts run on the episode's trace, arrivals still to come
+            included (hindsight labels); false: on a copy holding only the jobs already
+            arrived, so a label is a function of the state (the lookahead scheduler's label
+            restricted to the env's actions; :meth:`CriusEnv.rollout_cost`).
+        vine_rollout_policy: a saved policy (``.zip``) that decides everything after each
+            evaluated action instead of the guide: the previous round of expert iteration
+            (:mod:`crius_gym.rl.network_rollouts`; rollouts over the jobs present, the
+            branches of one decision batched). None: the guide.
+        vine_horizon_s: truncate those network rollouts this many simulated seconds after the
+            decision (None: to the end of the jobs present).
+        init_policy: start from this saved policy's weights (``.zip``) instead of the
+            untrained network (a round of expert iteration continues the previous one).
         rollout_workers: processes computing the vine's rollouts (0: the training process).
         eval_freq: decisions between validation evaluations.
         eval_traces: validation traces per validation scenario.
@@ -129,6 +141,10 @@ class PPOHyperparams:
     vine_replay: int = 20_000
     vine_margin: float = 0.0
     vine_lr: float = 1e-3
+    vine_future: bool = True
+    vine_rollout_policy: str | None = None
+    vine_horizon_s: float | None = None
+    init_policy: str | None = None
     rollout_workers: int = 0
     eval_freq: int = 20_000
     eval_traces: int = 4
@@ -222,6 +238,16 @@ class PPOHyperparams:
             raise ConfigError("vine_fraction must be in [0, 1]")
         if self.vine_fraction and self.vec_env != "dummy":
             raise ConfigError("vine_fraction needs vec_env dummy")
+        if self.vine_horizon_s is not None and not self.vine_horizon_s > 0:
+            raise ConfigError(f"vine_horizon_s must be > 0 or null, got {self.vine_horizon_s}")
+        if self.vine_rollout_policy is not None and self.vine_future:
+            raise ConfigError(
+                "vine_rollout_policy rolls out over the jobs present: set vine_future false"
+            )
+        for name in ("vine_rollout_policy", "init_policy"):
+            path = getattr(self, name)
+            if path is not None and not str(path).endswith(".zip"):
+                raise ConfigError(f"{name} must be a saved policy's .zip file, got {path!r}")
         if self.bc_learning_rate <= 0:
             raise ConfigError("bc_learning_rate must be > 0")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -350,6 +376,9 @@ def make_model(
         vine_replay=hp.vine_replay,
         vine_margin=hp.vine_margin,
         vine_lr=hp.vine_lr,
+        vine_future=hp.vine_future,
+        vine_rollout_policy=hp.vine_rollout_policy,
+        vine_horizon_s=hp.vine_horizon_s,
         rollout_workers=hp.rollout_workers,
         device="cpu",
         seed=seed,

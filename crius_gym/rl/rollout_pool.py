@@ -47,12 +47,41 @@ def _cost(task: tuple[dict[str, Any], int]) -> float:
     return _ENV.rollout_cost(action)
 
 
-def _costs(task: tuple[bytes, list[int]]) -> list[float]:
+_NETWORKS: dict[tuple[str, float | None], Any] = {}
+
+
+def network_rollouts(path: str, horizon_s: float | None) -> Any:
+    """A :class:`~crius_gym.rl.network_rollouts.NetworkRollouts` of a saved policy (memoised)."""
+    key = (path, horizon_s)
+    if key not in _NETWORKS:
+        # Imported here: a worker that rolls out the guide never loads a network.
+        import random
+
+        import numpy as np
+        import torch
+        from sb3_contrib import MaskablePPO
+
+        from crius_gym.rl.network_rollouts import NetworkRollouts
+
+        # SB3's load re-seeds the global generators with the saved model's seed: in a training
+        # process that would change what the trainer samples next. Keep them as they were.
+        states = random.getstate(), np.random.get_state()  # noqa: NPY002 - SB3 seeds the legacy one
+        with torch.random.fork_rng():
+            model = MaskablePPO.load(path, device="cpu")
+        random.setstate(states[0])
+        np.random.set_state(states[1])  # noqa: NPY002
+        _NETWORKS[key] = NetworkRollouts(model, horizon_s)
+    return _NETWORKS[key]
+
+
+def _costs(task: tuple[bytes, list[int], bool, str | None, float | None]) -> list[float]:
     assert _ENV is not None
-    blob, actions = task
+    blob, actions, future, policy, horizon_s = task
     # rollout_cost works on a copy and leaves the env as it was: one restore serves them all.
     _ENV.restore_rollout_state(pickle.loads(blob))
-    return [_ENV.rollout_cost(action) for action in actions]
+    if policy is not None:
+        return list(network_rollouts(policy, horizon_s).costs(_ENV, actions))
+    return [_ENV.rollout_cost(action, future) for action in actions]
 
 
 class RolloutPool:
@@ -82,14 +111,25 @@ class RolloutPool:
             payload.append((states[id(env)], action))
         return list(self._pool.map(_cost, payload))
 
-    def submit(self, env: CriusEnv, actions: Sequence[int]) -> Future[list[float]]:
+    def submit(
+        self,
+        env: CriusEnv,
+        actions: Sequence[int],
+        future: bool = True,
+        policy: str | None = None,
+        horizon_s: float | None = None,
+    ) -> Future[list[float]]:
         """Start the costs of several actions of one decision; ``.result()`` returns them.
+
+        ``future``: as :meth:`CriusEnv.rollout_cost`'s. ``policy``: a saved policy (.zip) that
+        decides after each action instead of the guide, over the jobs present, its rollouts
+        truncated after ``horizon_s`` (:class:`~crius_gym.rl.network_rollouts.NetworkRollouts`).
 
         The state is pickled here, not by the executor's feeder thread later: the episode goes
         on at once and would change what a late pickle sees.
         """
         blob = pickle.dumps(env.rollout_state(), protocol=pickle.HIGHEST_PROTOCOL)
-        return self._pool.submit(_costs, (blob, list(actions)))
+        return self._pool.submit(_costs, (blob, list(actions), future, policy, horizon_s))
 
     def call(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in a worker (for tests: what a worker's process looks like)."""

@@ -56,7 +56,7 @@ from torch.distributions import Distribution
 
 from crius_gym.errors import ConfigError
 from crius_gym.rl.replay import LabelReplay
-from crius_gym.rl.rollout_pool import RolloutPool
+from crius_gym.rl.rollout_pool import RolloutPool, network_rollouts
 
 
 def sequence_advantages(
@@ -144,6 +144,11 @@ class SequencePPO(MaskablePPO):
         vine_margin: an evaluated action becomes the label only if it beats the guide's by more
             than this (advantage in reward-scale units).
         vine_lr: Adam rate of that distillation.
+        vine_future: rollouts include the arrivals still to come (hindsight); False: only the
+            jobs already arrived (labels that are a function of the state).
+        vine_rollout_policy: a saved policy (.zip) deciding after each evaluated action
+            instead of the guide (expert iteration; needs ``vine_future`` False).
+        vine_horizon_s: truncation of those network rollouts, simulated seconds (None: none).
         rollout_workers: worker processes for the vine's rollouts (0: in this process); they
             compute while the episodes go on, and the costs are the same either way.
         *args, **kwargs: MaskablePPO's.
@@ -161,6 +166,9 @@ class SequencePPO(MaskablePPO):
         vine_replay: int = 20_000,
         vine_margin: float = 0.0,
         vine_lr: float = 1e-3,
+        vine_future: bool = True,
+        vine_rollout_policy: str | None = None,
+        vine_horizon_s: float | None = None,
         rollout_workers: int = 0,
         **kwargs: Any,
     ) -> None:
@@ -173,6 +181,10 @@ class SequencePPO(MaskablePPO):
         self.vine_replay = vine_replay
         self.vine_margin = vine_margin
         self.vine_lr = vine_lr
+        self.vine_future = vine_future
+        self.vine_rollout_policy = vine_rollout_policy
+        self.vine_horizon_s = vine_horizon_s
+        self._network_rollouts: Any = None
         self.rollout_workers = rollout_workers
         self._pool: RolloutPool | None = None
         self._replay = LabelReplay(max(1, vine_replay))
@@ -205,6 +217,7 @@ class SequencePPO(MaskablePPO):
             "_replay",
             "_distill_optimizer",
             "_pool",
+            "_network_rollouts",
             "_vine_obs",
             "_vine_pending",
         ]
@@ -492,11 +505,19 @@ class SequencePPO(MaskablePPO):
         if self._pool is None and self.rollout_workers:
             scenario = cenv.scenario.path or cenv.scenario.name
             self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
-        costs: Any = (
-            self._pool.submit(cenv, tried)
-            if self._pool is not None
-            else [cenv.rollout_cost(x) for x in tried]
-        )
+        costs: Any
+        if self._pool is not None:
+            costs = self._pool.submit(
+                cenv, tried, self.vine_future, self.vine_rollout_policy, self.vine_horizon_s
+            )
+        elif self.vine_rollout_policy is not None:
+            if self._network_rollouts is None:
+                self._network_rollouts = network_rollouts(
+                    self.vine_rollout_policy, self.vine_horizon_s
+                )
+            costs = self._network_rollouts.costs(cenv, tried)
+        else:
+            costs = [cenv.rollout_cost(x, self.vine_future) for x in tried]
         return [obs, mask, None, 0.0, guide, tried, float(cenv.reward_scale_s), costs]
 
     def _buffer(

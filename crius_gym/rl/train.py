@@ -26,7 +26,7 @@ from tqdm import tqdm
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.errors import InputFileError, RunStateError
+from crius_gym.errors import ConfigError, InputFileError, RunStateError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.callbacks import (
@@ -325,6 +325,21 @@ def validation_sets(
     return sets
 
 
+def init_weights(model: SequencePPO, path: Path) -> None:
+    """Load a saved policy's network weights into ``model`` (same network and spaces).
+
+    Raises:
+        ConfigError: the file is missing, or its network is not this one.
+    """
+    if not path.is_file():
+        raise ConfigError(f"init_policy: {path} not found")
+    saved = SequencePPO.load(path, device="cpu")
+    try:
+        model.policy.load_state_dict(saved.policy.state_dict())
+    except RuntimeError as err:
+        raise ConfigError(f"init_policy: {path} is another network: {err}") from None
+
+
 def warm_start(
     model: SequencePPO,
     hp: PPOHyperparams,
@@ -460,6 +475,9 @@ def train(
                 warm = dict(read_metadata(ckpt).get("warm_start") or {})
         else:
             model = make_model(hp, venv, spec.seed, str(spec.runs_dir))
+            if hp.init_policy is not None:
+                init_weights(model, Path(hp.init_policy))
+                log(f"starting from the weights of {hp.init_policy}")
             if hp.warm_start == "crius":
                 warm = warm_start(model, hp, eval_env, sets[0], spec.seed, log)
     except KeyboardInterrupt:

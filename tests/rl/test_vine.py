@@ -177,3 +177,49 @@ print("closed")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "closed"
+
+
+def _at_decision(sc, trace, steps):
+    env = CriusEnv(sc, {"max_decisions": 10**12})
+    env.reset(options={"trace": trace})
+    for _ in range(steps):
+        env.step(env.guide_action())
+    return env
+
+
+def test_present_rollout_costs_do_not_read_the_future():
+    """Labels from rollouts over the jobs present: the same whatever arrives later."""
+    import dataclasses
+
+    sc = load_scenario("tiny")
+    env = _at_decision(sc, sc.synthetic_trace("test", 1, tuner=CriusEnv(sc).tuner), 6)
+    now = env.sim.now_s
+    trace = env.trace
+    arrived = [j for j in trace.jobs if j.arrival_s <= now]
+    assert len(arrived) < len(trace.jobs), "the decision must have arrivals still to come"
+    # The same past, a different future: later jobs dropped.
+    other = _at_decision(sc, dataclasses.replace(trace, jobs=tuple(arrived)), 6)
+    assert other.sim.now_s == now
+    assert np.array_equal(other.action_masks(), env.action_masks())
+    valid = [int(a) for a in np.flatnonzero(env.action_masks())]
+    present = [env.rollout_cost(a, future=False) for a in valid]
+    assert present == [other.rollout_cost(a, future=False) for a in valid]
+    # Hindsight costs do read it, and count the jobs still to come.
+    assert env.rollout_cost(valid[0]) > present[0]
+
+
+def test_present_rollout_workers_answer_as_this_process_does():
+    from crius_gym.rl.rollout_pool import RolloutPool
+
+    cfg = EnvConfig(episode_jobs=10)
+    env = CriusEnv("tiny", cfg)
+    env.reset(options={"split": "train", "index": 3})
+    for _ in range(3):
+        env.step(env.guide_action())
+    actions = [int(a) for a in np.flatnonzero(env.action_masks())]
+    pool = RolloutPool("tiny", cfg, 1)
+    try:
+        got = pool.submit(env, actions, future=False).result()
+        assert got == [env.rollout_cost(a, future=False) for a in actions]
+    finally:
+        pool.close()
