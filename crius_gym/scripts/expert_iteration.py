@@ -26,6 +26,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import yaml
@@ -33,6 +34,9 @@ import yaml
 from crius_gym.atomic import atomic_write_text
 from crius_gym.cli import run_main
 from crius_gym.provenance import Provenance
+
+if TYPE_CHECKING:  # the RL stack is imported in main(): --help answers at once
+    from crius_gym.rl.expert_iteration import IterationLog
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -125,10 +129,7 @@ def _train(args: argparse.Namespace, run: str, overrides: list[str]) -> float:
     return float(meta.get("train_seconds") or 0.0)
 
 
-def _report(args: argparse.Namespace, log: object, folder: Path, prov: Provenance) -> None:
-    from crius_gym.rl.expert_iteration import IterationLog
-
-    assert isinstance(log, IterationLog)
+def _report(args: argparse.Namespace, log: IterationLog, folder: Path, prov: Provenance) -> None:
     rows = []
     for r in log.rounds:
         rows.append(

@@ -114,15 +114,20 @@ def test_vine_training_does_not_depend_on_the_rollout_workers():
     assert torch.equal(runs[0][1], runs[1][1])
 
 
-def test_rollout_workers_answer_as_this_process_does():
-    from crius_gym.rl.rollout_pool import RolloutPool
-
+def _pool_decision() -> tuple[EnvConfig, CriusEnv, list[int]]:
+    """A tiny episode three decisions in, and its valid actions."""
     cfg = EnvConfig(episode_jobs=10)
     env = CriusEnv("tiny", cfg)
     env.reset(options={"split": "train", "index": 3})
     for _ in range(3):
         env.step(env.guide_action())
-    actions = [int(a) for a in np.flatnonzero(env.action_masks())]
+    return cfg, env, [int(a) for a in np.flatnonzero(env.action_masks())]
+
+
+def test_rollout_workers_answer_as_this_process_does():
+    from crius_gym.rl.rollout_pool import RolloutPool
+
+    cfg, env, actions = _pool_decision()
     pool = RolloutPool("tiny", cfg, 1)
     try:
         assert pool.costs([(env, a) for a in actions]) == [env.rollout_cost(a) for a in actions]
@@ -211,12 +216,7 @@ def test_present_rollout_costs_do_not_read_the_future():
 def test_present_rollout_workers_answer_as_this_process_does():
     from crius_gym.rl.rollout_pool import RolloutPool
 
-    cfg = EnvConfig(episode_jobs=10)
-    env = CriusEnv("tiny", cfg)
-    env.reset(options={"split": "train", "index": 3})
-    for _ in range(3):
-        env.step(env.guide_action())
-    actions = [int(a) for a in np.flatnonzero(env.action_masks())]
+    cfg, env, actions = _pool_decision()
     pool = RolloutPool("tiny", cfg, 1)
     try:
         got = pool.submit(env, actions, future=False).result()
