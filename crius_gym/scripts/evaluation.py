@@ -22,6 +22,7 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.curves import plot_learning_curves, read_scalars
 from crius_gym.eval.gantt import gantt_file_name, plot_gantt
+from crius_gym.eval.headline import headline_frame, headline_markdown
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
@@ -184,6 +185,7 @@ def evaluate_scenario(
     for task, d in zip(tasks, done, strict=True):
         invalid[task.label] = invalid.get(task.label, 0) + d.invalid_actions
     summ = summary_frame(results)
+    summ["wall_s"] = [d.wall_s for d in done]
     with atomic_path(out / f"evaluation_{scenario.name}.csv") as tmp:
         summ.to_csv(tmp, index=False)
     fig_dir = out / f"eval_{scenario.name}"
@@ -209,6 +211,21 @@ def evaluate_scenario(
         plot_gantt(r, scenario.cluster, fig_dir / gantt_file_name(policy), caption, title)
     ref = "crius" if "crius" in heuristics else None
     agg = aggregate(summ, reference=ref)
+    headline = (
+        [
+            "**Headline** (each agent as given, `@0` = the bare network: no margin, no "
+            "envelope; ratios paired per trace, mean ± 95% CI over traces; *mean of N agents* "
+            "pools the agents of one deployment per trace; ms / decision = wall time of the "
+            "run, simulation included, per decision):",
+            "",
+            headline_markdown(headline_frame(summ, [a[0] for a in agents], ref)),
+            "",
+            "All metrics:",
+            "",
+        ]
+        if ref is not None
+        else []
+    )
     agent_notes = "; ".join(f"{name}: {invalid[name]} invalid actions" for name, *_ in agents)
     lines = [
         f"## {scenario.name} — {'trace files' if files else f'{which} traces'}",
@@ -219,6 +236,7 @@ def evaluate_scenario(
         "Mean ± 95% CI across traces (Student t); the change against Crius is paired per trace "
         "(negative JCT = better than Crius).",
         "",
+        *headline,
         markdown_table(agg, reference=ref),
         "",
         f"{len(tasks)} runs in {wall:.0f} s{' on Ray' if args.ray else ''}."

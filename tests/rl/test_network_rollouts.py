@@ -91,3 +91,18 @@ def test_expert_iteration_settings_are_checked():
         resolve("tiny", overrides=["init_policy=folder"])
     with pytest.raises(InputFileError, match="vine_horizon_s must be > 0"):
         resolve("tiny", overrides=["vine_horizon_s=0"])
+
+
+def test_the_truncation_audit_finds_no_change_when_the_horizon_covers_the_episode(untrained):
+    from crius_gym.eval.truncation import audit_truncation
+    from crius_gym.scenarios import load_scenario
+
+    model, cfg = untrained
+    rows = audit_truncation(model, cfg, load_scenario("tiny"), "val", [0], 2, [1e12, 1.0])
+    assert rows
+    for r in rows:
+        assert r.truncated[1e12] == r.full and r.lost_s[1e12] == 0.0
+        # Judged by full rollouts the full label is the cheapest, so nothing is negative.
+        assert r.lost_s[1.0] >= 0.0 and r.full_gain_s >= 0.0
+    # A one-second horizon values nearly everything by the list schedule: labels change.
+    assert any(r.truncated[1.0] != r.full for r in rows)
