@@ -31,6 +31,8 @@ class HeuristicTask:
         ground_truth: override of the scenario's ground truth.
         data_dir: public data directory (measured ground truth).
         horizon_s: optional stop time.
+        options: keyword options of the policy's factory, as (key, value) pairs (over the
+            scenario's definition of the name, if any).
     """
 
     policy: str
@@ -40,6 +42,7 @@ class HeuristicTask:
     ground_truth: str | None = None
     data_dir: str | None = None
     horizon_s: float | None = None
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
@@ -105,6 +108,9 @@ def execute(task: Task) -> TaskResult:
     scenario = load_scenario(task.scenario)
     if isinstance(task, HeuristicTask):
         from crius_gym.eval.runs import run_policies  # the one heuristic runner
+        from crius_gym.policies.registry import make_policy
+
+        options = dict(task.options)
 
         tuner = scenario.make_tuner(task.ground_truth, task.data_dir)  # outside the timing
         t0 = time.perf_counter()
@@ -118,6 +124,7 @@ def execute(task: Task) -> TaskResult:
             data_dir=task.data_dir,
             tuner=tuner,
             progress=False,
+            policy_factory=lambda name: make_policy(name, scenario=scenario, **options),
         )
         return TaskResult(res, wall_s=time.perf_counter() - t0)
     from crius_gym.env.cluster_env import CriusEnv

@@ -66,6 +66,15 @@ def parse_args() -> argparse.Namespace:
         f"(default: all registered but the costly opt-in ones: {', '.join(_opt_in())})",
     )
     p.add_argument(
+        "--policy-option",
+        action="append",
+        default=[],
+        metavar="[SCENARIO:]NAME.KEY=VALUE",
+        help="an option of a heuristic's factory (repeatable; VALUE is YAML), on every "
+        "scenario or, prefixed, on that scenario only, e.g. "
+        "crius-sim-1280:crius-lookahead.horizon_s=3600",
+    )
+    p.add_argument(
         "--traces",
         choices=["test", "val", "own", "all"],
         default="test",

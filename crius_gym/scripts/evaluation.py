@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+import yaml
 from tqdm import tqdm
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
@@ -26,7 +27,7 @@ from crius_gym.eval.headline import headline_frame, headline_markdown
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
-from crius_gym.policies.registry import default_set
+from crius_gym.policies.registry import default_set, make_policy
 from crius_gym.provenance import Provenance
 from crius_gym.rl.deviation import parse_margin, recorded_deployment
 from crius_gym.rl.envelope import Envelope
@@ -60,6 +61,30 @@ def traces_for(
     if which in ("own", "all") and scenario.workload.trace is not None:
         out.append(scenario.own_trace(data_dir, env.tuner))
     return out[:max_traces] if max_traces else out
+
+
+def policy_options(specs: list[str], scenario: str, policy: str) -> tuple[tuple[str, Any], ...]:
+    """The ``--policy-option`` values for ``policy`` on ``scenario``, as sorted pairs.
+
+    Each spec is ``[SCENARIO:]NAME.KEY=VALUE`` (VALUE parsed as YAML); unprefixed specs apply
+    to every scenario; a later spec of the same key wins.
+
+    Raises:
+        SystemExit: naming the malformed spec.
+    """
+    out: dict[str, Any] = {}
+    for spec in specs:
+        where, _, rest = spec.rpartition(":") if ":" in spec.split("=", 1)[0] else ("", "", spec)
+        target, eq, value = rest.partition("=")
+        name, dot, key = target.rpartition(".")
+        if not (eq and dot and name and key):
+            raise SystemExit(
+                f"--policy-option {spec!r}: expected [SCENARIO:]NAME.KEY=VALUE, "
+                "e.g. crius-sim-1280:crius-lookahead.horizon_s=3600"
+            )
+        if name == policy and where in ("", scenario):
+            out[key] = yaml.safe_load(value)
+    return tuple(sorted(out.items()))
 
 
 def agent_name(path: Path) -> str:
@@ -143,6 +168,13 @@ def evaluate_scenario(
             else:
                 margin, envelope = parse_margin(how), None
             agents.append((name, path, meta["env_config"], margin, envelope))
+    for h in heuristics:  # refuse a bad --policy-option before any work
+        opts = dict(policy_options(args.policy_option, scenario.name, h))
+        if opts:
+            try:
+                make_policy(h, scenario=scenario, **opts)
+            except (TypeError, ValueError) as exc:
+                raise SystemExit(f"--policy-option for {h} on {scenario.name}: {exc}") from None
     traces = traces_for(scenario, which, args, CriusEnv(scenario), files)
     if not traces:
         raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
@@ -167,7 +199,14 @@ def evaluate_scenario(
         for name, path, env_cfg, margin, envelope in agents
         for trace in traces
     ] + [
-        HeuristicTask(h, scenario.path or scenario.name, trace, args.seed, data_dir=args.data_dir)
+        HeuristicTask(
+            h,
+            scenario.path or scenario.name,
+            trace,
+            args.seed,
+            data_dir=args.data_dir,
+            options=policy_options(args.policy_option, scenario.name, h),
+        )
         for h in heuristics
         for trace in traces
     ]

@@ -67,3 +67,21 @@ def test_a_missing_reference_is_an_error():
     s = _summary()
     with pytest.raises(ValueError, match="crius"):
         headline_frame(s[s["policy"] != "crius"], ["ppo:a@0"])
+
+
+def test_policy_options_apply_per_scenario_and_later_ones_win():
+    from crius_gym.scripts.evaluation import policy_options
+
+    specs = [
+        "crius-lookahead.running_jobs=4",
+        "crius-sim-1280:crius-lookahead.horizon_s=3600",
+        "crius-sim-1280:crius-lookahead.running_jobs=2",
+    ]
+    assert policy_options(specs, "crius-sim-1280", "crius-lookahead") == (
+        ("horizon_s", 3600),
+        ("running_jobs", 2),
+    )
+    assert policy_options(specs, "hetero-64", "crius-lookahead") == (("running_jobs", 4),)
+    assert policy_options(specs, "hetero-64", "crius") == ()
+    with pytest.raises(SystemExit, match="SCENARIO:"):
+        policy_options(["crius-lookahead=3"], "hetero-64", "crius-lookahead")

@@ -91,6 +91,7 @@ def test_train_then_evaluate(tmp_path):
     assert out.returncode == 0, out.stderr
     report = (res / "evaluation.md").read_text()
     assert "ppo:r" in report and "crius" in report and "evaluate.py" in report
+    assert "**Headline**" in report and "best heuristic per trace" in report
     notes = tmp_path / "notes.md"
     notes.write_text("hand-written words")
     out = run(
@@ -167,6 +168,21 @@ def test_train_then_evaluate(tmp_path):
         return run("experiments/evaluate.py", *args, "--out", str(res), "--force")
 
     assert evaluate_fcfs().returncode == 0
+    # A heuristic's options per scenario; a wrong one is refused before any run.
+    out = run(
+        "experiments/evaluate.py",
+        "--scenario",
+        "tiny",
+        "--policies",
+        "crius",
+        "crius-lookahead",
+        "--policy-option",
+        "tiny:crius-lookahead.no_such_option=1",
+        "--out",
+        str(res),
+        "--force",
+    )
+    assert out.returncode != 0 and "no_such_option" in out.stderr
     meta["spaces"]["actions"] = 999
     (pol / "metadata.yaml").write_text(yaml.safe_dump(meta))
     out = evaluate_fcfs()
