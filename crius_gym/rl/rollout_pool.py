@@ -35,6 +35,12 @@ def _init(scenario: str, config: EnvConfig) -> None:
     # hung at its end. Workers die on SIGTERM and leave Ctrl-C to the trainer.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked child inherits the parent's OpenMP thread pool in a state it cannot use: its
+    # first parallel torch op (a network rollout's forward pass) waits for threads that do not
+    # exist, for ever. One thread runs every op inline, outside that pool.
+    import torch
+
+    torch.set_num_threads(1)
     global _ENV  # one env per worker process, built once
     _ENV = CriusEnv(scenario, config)
     _ENV.reset(seed=0)

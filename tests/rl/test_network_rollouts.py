@@ -86,7 +86,7 @@ def test_expert_iteration_settings_are_checked():
     # Overrides are merged into agents/ppo.yaml's scenario block: errors name that file.
 
     with pytest.raises(InputFileError, match="set vine_future false"):
-        resolve("tiny", overrides=["vine_rollout_policy=a.zip"])
+        resolve("tiny", overrides=["vine_future=true", "vine_rollout_policy=a.zip"])
     with pytest.raises(InputFileError, match=r"saved policy's \.zip"):
         resolve("tiny", overrides=["init_policy=folder"])
     with pytest.raises(InputFileError, match="vine_horizon_s must be > 0"):
