@@ -58,3 +58,16 @@ def test_an_agent_task_keeps_the_whole_run(reference):
     assert got.result.policy == "ppo:ref" and got.invalid_actions == 0
     assert got.result.segments  # the Gantt chart's input survives the task boundary
     assert sum(s.ended == "finish" for s in got.result.segments) == got.result.summary.finished
+
+
+@pytest.mark.slow
+def test_the_bare_reference_network_keeps_its_committed_validation_ratio(reference):
+    """The bare network (no margin, no envelope) on the 16 hetero-64 validation traces its run
+    was selected on: within 0.01 of the committed ratio (equal on the machine that trained it;
+    another host's floating point may change an action somewhere)."""
+    from crius_gym.rl.expert_iteration import bare_validation
+
+    committed = yaml.safe_load((REF / "best.yaml").read_text())
+    traces = int(committed["eval_traces"])
+    got = bare_validation(reference, ["hetero-64"], traces)["hetero-64"]
+    assert got <= committed["eval_jct_ratio"] + 0.01, (got, committed["eval_jct_ratio"])
