@@ -246,7 +246,8 @@ def measure_envelope(
     actor = GreedyActor(model)
     waiting = running = 0
     for i in range(episodes):
-        obs, info = env.reset(options={"split": "train", "index": 10**6 + i})
+        # Seeded: a random warm-up (env.warmup_random) is drawn from the env's generator.
+        obs, info = env.reset(seed=i, options={"split": "train", "index": 10**6 + i})
         while True:
             waiting = max(waiting, int(info["waiting"]))
             running = max(running, int(info["running"]))
