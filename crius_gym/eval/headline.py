@@ -54,7 +54,7 @@ def _row(
     }
 
 
-def _group_key(label: str) -> str | None:
+def _group_key(label: str) -> str:
     """Agents pool by deployment: the text after '@' ('' for the recorded deployment)."""
     return label.split("@", 1)[1] if "@" in label else ""
 
@@ -90,21 +90,15 @@ def headline_frame(
         decisions = float(g["decisions"].sum())
         return 1000 * float(g["wall_s"].sum()) / decisions if decisions else math.nan
 
-    rows = []
-    for a in agents:
-        rows.append(
-            _row(
-                a,
-                _ratios(summary, a, reference, "avg_jct_s"),
-                _ratios(summary, a, reference, "avg_throughput"),
-                dropped(a),
-                ms(a),
-                "bare network" if a.endswith("@0") else "",
-            )
-        )
+    def single(p: str, note: str = "") -> dict[str, object]:
+        jct = _ratios(summary, p, reference, "avg_jct_s")
+        thr = _ratios(summary, p, reference, "avg_throughput")
+        return _row(p, jct, thr, dropped(p), ms(p), note)
+
+    rows = [single(a, "bare network" if a.endswith("@0") else "") for a in agents]
     groups: dict[str, list[str]] = {}
     for a in agents:
-        groups.setdefault(_group_key(a) or "", []).append(a)
+        groups.setdefault(_group_key(a), []).append(a)
     for key, members in groups.items():
         if len(members) < 2:
             continue
@@ -122,17 +116,7 @@ def headline_frame(
             )
         )
     heuristics = [p for p in summary["policy"].unique() if p not in set(agents)]
-    for c in COMPARATORS:
-        if c in heuristics:
-            rows.append(
-                _row(
-                    c,
-                    _ratios(summary, c, reference, "avg_jct_s"),
-                    _ratios(summary, c, reference, "avg_throughput"),
-                    dropped(c),
-                    ms(c),
-                )
-            )
+    rows += [single(c) for c in COMPARATORS if c in heuristics]
     rules = summary[summary["policy"].isin(heuristics)]
     if len(heuristics) > 1:
         best = rules.loc[rules.groupby("trace")["avg_jct_s"].idxmin()].set_index("trace")

@@ -105,15 +105,11 @@ def audit_truncation(
                 if seen % every == 0:
                     t0 = time.perf_counter()
                     costs = full.costs(env, valid)
-                    row = TruncationRow(
-                        name, decision, len(valid), own, False, 0, 0.0, time.perf_counter() - t0
-                    )
+                    full_s = time.perf_counter() - t0
                     best = _cheapest(valid, costs, own)
-                    row = dataclasses.replace(
-                        row,
-                        full=best,
-                        wait=best == wait,
-                        full_gain_s=costs[valid.index(own)] - costs[valid.index(best)],
+                    gain_s = costs[valid.index(own)] - costs[valid.index(best)]
+                    row = TruncationRow(
+                        name, decision, len(valid), own, best == wait, best, gain_s, full_s
                     )
                     for h, rollouts in cut.items():
                         t0 = time.perf_counter()

@@ -168,11 +168,11 @@ def evaluate_scenario(
             else:
                 margin, envelope = parse_margin(how), None
             agents.append((name, path, meta["env_config"], margin, envelope))
-    for h in heuristics:  # refuse a bad --policy-option before any work
-        opts = dict(policy_options(args.policy_option, scenario.name, h))
+    options = {h: policy_options(args.policy_option, scenario.name, h) for h in heuristics}
+    for h, opts in options.items():  # refuse a bad --policy-option before any work
         if opts:
             try:
-                make_policy(h, scenario=scenario, **opts)
+                make_policy(h, scenario=scenario, **dict(opts))
             except (TypeError, ValueError) as exc:
                 raise SystemExit(f"--policy-option for {h} on {scenario.name}: {exc}") from None
     traces = traces_for(scenario, which, args, CriusEnv(scenario), files)
@@ -205,7 +205,7 @@ def evaluate_scenario(
             trace,
             args.seed,
             data_dir=args.data_dir,
-            options=policy_options(args.policy_option, scenario.name, h),
+            options=options[h],
         )
         for h in heuristics
         for trace in traces
