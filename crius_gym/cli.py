@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from crius_gym.atomic import fresh_run_dir
 from crius_gym.errors import CriusGymError
@@ -14,9 +15,41 @@ def run_main(main: Callable[[], None]) -> None:
     """Run ``main``; report input errors on stderr as ``error: …`` and exit with status 2."""
     try:
         main()
-    except (CriusGymError, FileNotFoundError) as exc:
+    except CriusGymError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except FileNotFoundError as exc:  # options are checked at parse time; this is the rest
+        print(f"error: no such file: {exc.filename or exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def existing_path(value: str) -> str:
+    """``type=`` of an option naming a file or folder that must exist.
+
+    argparse then names the option and the path (``argument --trace: no such file or folder:
+    x.csv``) before any work starts, instead of a bare ``[Errno 2]`` hours later.
+    """
+    if not Path(value).exists():
+        raise argparse.ArgumentTypeError(f"no such file or folder: {value}")
+    return value
+
+
+def policy_names_help(what: str, default: str) -> str:
+    """Help of an option taking scheduler names: the forms a name can take (crius_gym.plugins)."""
+    from crius_gym.plugins import entry_point_names
+    from crius_gym.policies.registry import available
+
+    eps = entry_point_names()
+    return (
+        f"{what}: registered names ({', '.join(available())}), your own Policy as "
+        "MODULE:CLASS or FILE.py:CLASS (docs/extending.md)"
+        + (
+            f", or an installed entry point ({', '.join(eps)})"
+            if eps
+            else ", or an installed package's entry point (group crius_gym.policies)"
+        )
+        + f"; every name is checked before the first run (default: {default})"
+    )
 
 
 def add_output_options(
@@ -62,6 +95,7 @@ def add_trace_options(
         "--trace",
         action="append" if repeatable else "store",
         default=[] if repeatable else None,
+        type=existing_path,
         metavar="FILE",
         help=trace_help + (" (repeatable)" if repeatable else ""),
     )
@@ -81,4 +115,27 @@ def add_trace_options(
         metavar="N",
         help="seed of the mapping that gives a --trace's jobs models and iterations when the "
         "file names none (every format but arena) (default: 0)",
+    )
+
+
+def add_trace_set_options(
+    parser: argparse.ArgumentParser, default: str | None, default_help: str
+) -> None:
+    """``--traces`` (a named set of each scenario's traces) and ``--max-traces``.
+
+    The sets are :data:`crius_gym.eval.trace_sets.TRACE_SETS`, shared by every script that
+    compares schedulers.
+    """
+    from crius_gym.eval.trace_sets import TRACE_SETS  # light: names only
+
+    parser.add_argument(
+        "--traces",
+        choices=list(TRACE_SETS),
+        default=default,
+        help="held-out set: "
+        + "; ".join(f"{k} = {v}" for k, v in TRACE_SETS.items())
+        + f" (default: {default_help})",
+    )
+    parser.add_argument(
+        "--max-traces", type=int, metavar="N", help="use only the first N traces of a set"
     )

@@ -22,7 +22,8 @@ class UnknownNameError(CriusGymError, KeyError):
         self.kind = kind
         self.name = name
         self.choices = sorted(choices)
-        super().__init__(f"unknown {kind} {name!r}; known {kind}s: {', '.join(self.choices)}")
+        # "known: …" rather than "known {kind}s": kinds do not all take an -s plural.
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.choices)}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])

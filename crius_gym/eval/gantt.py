@@ -37,7 +37,15 @@ _MARKS = {
 
 def gantt_file_name(policy: str) -> str:
     """``gantt_<policy>.png`` with characters unsafe in file names replaced (``ppo:r@1`` …)."""
-    return "gantt_" + re.sub(r"[^A-Za-z0-9._-]+", "_", policy) + ".png"
+    return f"gantt_{file_safe(policy)}.png"
+
+
+def file_safe(name: str) -> str:
+    """``name`` with characters unsafe in file names replaced by ``_``.
+
+    For labels such as ``ppo:r@1`` and plug-ins' ``path/file.py:Class``.
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
 def gpu_rows(segments: Sequence[Segment], gpus_per_node: int) -> list[list[int]]:

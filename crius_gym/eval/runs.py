@@ -8,7 +8,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from crius_gym.perf.tuner import Tuner
-from crius_gym.policies.registry import make_policy
+from crius_gym.plugins import make_policy
 from crius_gym.scenarios import Scenario
 from crius_gym.sim.policy import Policy
 from crius_gym.sim.simulator import RunResult
@@ -33,15 +33,16 @@ def run_policies(
     Args:
         scenario: cluster and settings.
         traces: the traces.
-        policies: policy names (the scenario's definitions first, then the registry).
+        policies: policy names (the scenario's definitions, the registry, or plug-ins:
+            ``module:Class``, ``file.py:Class``, entry points; :mod:`crius_gym.plugins`).
         seed: seeds each policy's random generator.
         horizon_s: optional stop time per run.
         ground_truth: override of the scenario's ground truth.
         data_dir: public data directory (measured ground truth).
         tuner: a tuner to share across runs (its cache is reused).
         progress: show a progress bar of finished jobs per run.
-        policy_factory: builds a policy from a name (default: the scenario's definitions,
-            then the registry).
+        policy_factory: builds a policy from a name (default:
+            :func:`crius_gym.plugins.make_policy` with the scenario).
     """
     tuner = tuner or scenario.make_tuner(ground_truth, data_dir)
     sim = scenario.make_simulator(tuner, ground_truth, data_dir)

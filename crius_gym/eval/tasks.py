@@ -21,10 +21,12 @@ from crius_gym.workload.job import Trace
 
 @dataclass(frozen=True)
 class HeuristicTask:
-    """A registered policy on a trace, run on the simulator.
+    """A heuristic on a trace, run on the simulator.
 
     Attributes:
-        policy: registered name.
+        policy: its name: registered, the scenario's, or a plug-in (``module:Class``,
+            ``file.py:Class``, an entry point; resolved again on a Ray worker, so a plug-in's
+            module must be importable there too).
         scenario: scenario name or path.
         trace: the trace.
         seed: seed of the policy's generator.
@@ -66,6 +68,8 @@ class AgentTask:
             own action by at least this many logits (0: plain argmax; see
             :mod:`crius_gym.rl.deviation`).
         envelope: its envelope: where more jobs wait or run, the guide decides (None: none).
+        gym_id: for a model saved without ``metadata.yaml`` (plain SB3), the registered env id
+            it was trained on (:func:`crius_gym.rl.saved.plain_metadata`).
     """
 
     label: str
@@ -77,6 +81,7 @@ class AgentTask:
     deterministic: bool = True
     guide_margin: float = 0.0
     envelope: Envelope | None = None
+    gym_id: str | None = None
 
 
 Task = HeuristicTask | AgentTask
@@ -108,7 +113,7 @@ def execute(task: Task) -> TaskResult:
     scenario = load_scenario(task.scenario)
     if isinstance(task, HeuristicTask):
         from crius_gym.eval.runs import run_policies  # the one heuristic runner
-        from crius_gym.policies.registry import make_policy
+        from crius_gym.plugins import make_policy
 
         options = dict(task.options)
 
@@ -136,7 +141,7 @@ def execute(task: Task) -> TaskResult:
     # truncated run would average over the jobs that happened to finish.
     cfg = EnvConfig(**{**task.env_config, "max_decisions": 10**12})
     env = CriusEnv(scenario, cfg)
-    model, _ = load_policy(Path(task.model_path), env)
+    model, _ = load_policy(Path(task.model_path), env, task.gym_id)
     assert task.trace is not None
     t0 = time.perf_counter()
     res, invalid = run_model(

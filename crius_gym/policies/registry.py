@@ -30,8 +30,13 @@ def register(name: str, *, opt_in: bool = False) -> Callable[[F], F]:
     """
 
     def deco(factory: F) -> F:
+        if not getattr(factory, "__module__", "").startswith(f"{__package__}."):
+            _load_builtin()  # a user's name must not shadow a built-in loaded later
         if name in _FACTORIES:
-            raise ValueError(f"policy {name!r} registered twice")
+            raise ValueError(
+                f"policy {name!r} is already registered (by {_FACTORIES[name].__module__}); "
+                "register yours under another name"
+            )
         _FACTORIES[name] = factory
         if opt_in:
             _OPT_IN.add(name)

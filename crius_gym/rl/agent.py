@@ -58,7 +58,9 @@ class GreedyActor:
         self.envelope = envelope
         space = self.policy.observation_space
         assert isinstance(space, gym.spaces.Dict)
-        self.keys = [k for k in space.spaces if k != "action_mask"]
+        # Every key of the model's space, as it expects it: a plain MultiInputPolicy reads the
+        # action mask as an input too.
+        self.keys = list(space.spaces)
 
     def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """The actor's logits for one observation (before masking)."""

@@ -11,7 +11,7 @@ from sb3_contrib import MaskablePPO
 from crius_gym.atomic import atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.errors import CriusGymError
-from crius_gym.registration import COMPATIBLE_VERSIONS, ENV_VERSION, NAMESPACE, env_id
+from crius_gym.registration import COMPATIBLE_VERSIONS, ENV_VERSION, NAMESPACE, env_id, scenario_of
 
 METADATA_FILE = "metadata.yaml"
 
@@ -81,12 +81,58 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
     return data
 
 
-def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dict[str, Any]]:
+def plain_metadata(model_path: Path, gym_id: str) -> dict[str, Any]:
+    """What a model saved by plain SB3 / sb3-contrib (no ``metadata.yaml``) is taken to be.
+
+    SB3's zip records the spaces but not the env, so the env is ``gym_id`` (a registered
+    ``crius_gym/<Scenario>-v<N>`` id, its default settings): the version comes from the id, the
+    spaces are checked against the model's own when it is loaded (:func:`load_policy`).
+
+    Raises:
+        PolicyCompatibilityError: ``gym_id`` is not a registered crius_gym id.
+    """
+    import gymnasium as gym
+
+    try:
+        scenario = scenario_of(gym_id)
+    except (gym.error.Error, KeyError) as exc:
+        raise PolicyCompatibilityError(
+            f"{model_path}: saved without {METADATA_FILE} (plain SB3?), and --env-id {gym_id!r} "
+            f"is not a registered crius_gym id ({exc})"
+        ) from None
+    version = int(gym_id.rsplit("-v", 1)[1]) if "-v" in gym_id else None
+    return {
+        "env_id": gym_id,
+        "env_namespace": gym_id.split("/", 1)[0] if "/" in gym_id else None,
+        "env_version": version,
+        "scenario": scenario,
+        "env_config": {},
+        "plain": True,
+        "policy": "plain SB3",
+        "command": f"(no {METADATA_FILE}: a plain SB3 model, taken as trained on {gym_id})",
+    }
+
+
+def model_metadata(model_path: Path, gym_id: str | None = None) -> dict[str, Any]:
+    """Its ``metadata.yaml``, else (with ``gym_id``) :func:`plain_metadata`.
+
+    Raises:
+        PolicyCompatibilityError: no ``metadata.yaml`` and no ``gym_id``, or unreadable.
+    """
+    if gym_id is not None and not metadata_path(model_path).is_file():
+        return plain_metadata(model_path, gym_id)
+    return read_metadata(model_path)
+
+
+def load_policy(
+    model_path: str | Path, env: CriusEnv, gym_id: str | None = None
+) -> tuple[MaskablePPO, dict[str, Any]]:
     """Load a saved MaskablePPO after checking it was trained for a compatible env.
 
     A policy runs on any scenario (observations do not depend on the cluster), but only with
     a compatible env version (``COMPATIBLE_VERSIONS``) and the same observation and action
-    spaces.
+    spaces. A model without ``metadata.yaml`` (plain SB3) loads when ``gym_id`` says which env
+    it was trained on (:func:`plain_metadata`).
 
     Raises:
         PolicyCompatibilityError: naming the file and what differs.
@@ -94,7 +140,9 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
     path = Path(model_path)
     if not path.is_file():
         raise PolicyCompatibilityError(f"{path}: no such policy file")
-    meta = read_metadata(path)
+    meta = model_metadata(path, gym_id)
+    if meta.get("plain"):
+        return _load_plain(path, env, meta), meta
     missing = [k for k in REQUIRED_METADATA if k not in meta]
     if missing:
         raise PolicyCompatibilityError(
@@ -131,3 +179,26 @@ def load_policy(model_path: str | Path, env: CriusEnv) -> tuple[MaskablePPO, dic
             "another run or env settings)"
         )
     return model, meta
+
+
+def _load_plain(path: Path, env: CriusEnv, meta: dict[str, Any]) -> MaskablePPO:
+    """A plain SB3 model: its version from its env id, its spaces from the zip itself."""
+    if meta.get("env_namespace") != NAMESPACE or meta.get("env_version") not in COMPATIBLE_VERSIONS:
+        raise PolicyCompatibilityError(
+            f"{path}: trained on {meta.get('env_id')!r}; this env is {NAMESPACE} version "
+            f"{ENV_VERSION} (runs policies of versions {', '.join(map(str, COMPATIBLE_VERSIONS))})"
+        )
+    try:
+        model = MaskablePPO.load(path, device="cpu")
+    except Exception as exc:  # zipfile, pickle, torch: all mean "not a readable policy"
+        raise PolicyCompatibilityError(
+            f"{path}: not a readable MaskablePPO ({type(exc).__name__}: {exc})"
+        ) from exc
+    if model.observation_space != env.observation_space or model.action_space != env.action_space:
+        raise PolicyCompatibilityError(
+            f"{path}: the model's spaces ({model.observation_space}, {model.action_space}) are "
+            f"not those of {meta.get('env_id')} with default settings "
+            f"({env.observation_space}, {env.action_space}); pass the id it was trained on "
+            "with --env-id"
+        )
+    return model

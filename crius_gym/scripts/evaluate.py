@@ -19,7 +19,15 @@ from __future__ import annotations
 import argparse
 
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, add_output_options, add_trace_options, run_main
+from crius_gym.cli import (
+    add_data_dir_option,
+    add_output_options,
+    add_trace_options,
+    add_trace_set_options,
+    existing_path,
+    policy_names_help,
+    run_main,
+)
 from crius_gym.policies.registry import available, default_set
 
 # The evaluation itself (torch, the env, the simulator, plots) lives in
@@ -40,9 +48,18 @@ def parse_args() -> argparse.Namespace:
         nargs="+",
         action="extend",
         default=[],
+        type=existing_path,
         metavar="PATH",
         help="saved policies: a model .zip or a results/policies/<run> folder "
-        "(its best_model.zip); several after one --policy, or --policy repeated",
+        "(its best_model.zip); several after one --policy, or --policy repeated; a zip saved "
+        "by plain SB3 / sb3-contrib MaskablePPO runs too (see --env-id)",
+    )
+    p.add_argument(
+        "--env-id",
+        metavar="ID",
+        help="for a --policy zip saved by plain SB3 / sb3-contrib (no metadata.yaml beside it): "
+        "the registered id it was trained on, e.g. crius_gym/Hetero64-v4, with its default "
+        "settings (default: --scenario's id); docs/extending.md",
     )
     p.add_argument(
         "--scenario",
@@ -62,8 +79,10 @@ def parse_args() -> argparse.Namespace:
         nargs="*",
         default=None,
         metavar="NAME",
-        help=f"heuristics to compare; registered: {', '.join(available())} "
-        f"(default: all registered but the costly opt-in ones: {', '.join(_opt_in())})",
+        help=policy_names_help(
+            "heuristics to compare",
+            f"all registered but the costly opt-in ones: {', '.join(_opt_in())}",
+        ),
     )
     p.add_argument(
         "--policy-option",
@@ -74,13 +93,7 @@ def parse_args() -> argparse.Namespace:
         "scenario or, prefixed, on that scenario only, e.g. "
         "crius-sim-1280:crius-lookahead.horizon_s=3600",
     )
-    p.add_argument(
-        "--traces",
-        choices=["test", "val", "own", "all"],
-        default="test",
-        help="held-out set: the synthetic test split, the validation split, the "
-        "scenario's own (Arena) trace, or test + own (default: test)",
-    )
+    add_trace_set_options(p, "test", "test")
     p.add_argument(
         "--transfer-traces",
         choices=["test", "own", "all"],
@@ -106,7 +119,6 @@ def parse_args() -> argparse.Namespace:
         "guide; no envelope). Several values evaluate each policy at each; explicit values "
         "are labelled ppo:<run>@<M> (default: recorded)",
     )
-    p.add_argument("--max-traces", type=int, help="use only the first N traces of a set")
     p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")
     p.add_argument(
         "--stochastic",
@@ -122,6 +134,7 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--notes",
+        type=existing_path,
         metavar="FILE",
         help="a hand-written Markdown discussion appended to the report under 'Discussion' "
         "(the tables stay generated)",

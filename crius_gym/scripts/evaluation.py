@@ -8,7 +8,6 @@ is in :mod:`crius_gym.scripts.evaluate`; this module holds the heavy imports.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,46 +20,23 @@ from tqdm import tqdm
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
+from crius_gym.errors import CriusGymError
 from crius_gym.eval.curves import plot_learning_curves, read_scalars
 from crius_gym.eval.gantt import gantt_file_name, plot_gantt
 from crius_gym.eval.headline import headline_frame, headline_markdown
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
-from crius_gym.policies.registry import default_set, make_policy
+from crius_gym.eval.trace_sets import trace_files, trace_set
+from crius_gym.plugins import make_policy
+from crius_gym.policies.registry import default_set
 from crius_gym.provenance import Provenance
+from crius_gym.registration import env_id
 from crius_gym.rl.deviation import parse_margin, recorded_deployment
 from crius_gym.rl.envelope import Envelope
-from crius_gym.rl.saved import load_policy, policy_file, read_metadata
+from crius_gym.rl.saved import load_policy, model_metadata, policy_file
 from crius_gym.scenarios import Scenario, load_scenario
-from crius_gym.scenarios.trace_files import read_trace
 from crius_gym.sim.simulator import RunResult
-from crius_gym.workload.job import Trace
-from crius_gym.workload.mapping import JobMapping
-
-
-def traces_for(
-    scenario: Scenario,
-    which: str,
-    args: argparse.Namespace,
-    env: CriusEnv,
-    files: list[str] | None = None,
-) -> list[Trace]:
-    """The traces to evaluate on: ``files`` (in ``args.trace_format``) or a held-out set."""
-    data_dir, max_traces = args.data_dir, args.max_traces
-    if files:
-        mapping = JobMapping(seed=args.trace_seed)
-        given = [read_trace(f, args.trace_format, tuner=env.tuner, mapping=mapping) for f in files]
-        for t in given:
-            for line in t.skipped_report():
-                print(f"warning: {t.name}: skipped {line}", file=sys.stderr, flush=True)
-        return given[:max_traces] if max_traces else given
-    out: list[Trace] = []
-    if which in ("test", "val", "all"):
-        out += scenario.held_out_traces("val" if which == "val" else "test", env.tuner)
-    if which in ("own", "all") and scenario.workload.trace is not None:
-        out.append(scenario.own_trace(data_dir, env.tuner))
-    return out[:max_traces] if max_traces else out
 
 
 def policy_options(specs: list[str], scenario: str, policy: str) -> tuple[tuple[str, Any], ...]:
@@ -85,6 +61,14 @@ def policy_options(specs: list[str], scenario: str, policy: str) -> tuple[tuple[
         if name == policy and where in ("", scenario):
             out[key] = yaml.safe_load(value)
     return tuple(sorted(out.items()))
+
+
+def plain_env_id(args: argparse.Namespace) -> str:
+    """The env id of a model saved without ``metadata.yaml`` (plain SB3).
+
+    ``--env-id``, else ``--scenario``'s registered id.
+    """
+    return str(args.env_id or env_id(load_scenario(args.scenario).name))
 
 
 def agent_name(path: Path) -> str:
@@ -152,11 +136,12 @@ def evaluate_scenario(
     files: list[str] | None = None,
 ) -> tuple[str, pd.DataFrame]:
     agents: list[tuple[str, Path, dict[str, Any], float, Envelope | None]] = []
+    gym_id = plain_env_id(args)
     for spec in args.policy:
         path = policy_file(spec)
-        meta = read_metadata(path)
+        meta = model_metadata(path, gym_id)
         env = CriusEnv(scenario, EnvConfig(**meta["env_config"]))
-        load_policy(path, env)  # refuse incompatible policies before any work
+        load_policy(path, env, gym_id)  # refuse incompatible policies before any work
         for how in args.guide_margin:
             name = agent_name(path) + ("" if how == "recorded" else f"@{how}")
             if any(name == a[0] for a in agents):
@@ -169,15 +154,18 @@ def evaluate_scenario(
                 margin, envelope = parse_margin(how), None
             agents.append((name, path, meta["env_config"], margin, envelope))
     options = {h: policy_options(args.policy_option, scenario.name, h) for h in heuristics}
-    for h, opts in options.items():  # refuse a bad --policy-option before any work
-        if opts:
-            try:
-                make_policy(h, scenario=scenario, **dict(opts))
-            except (TypeError, ValueError) as exc:
-                raise SystemExit(f"--policy-option for {h} on {scenario.name}: {exc}") from None
-    traces = traces_for(scenario, which, args, CriusEnv(scenario), files)
-    if not traces:
-        raise SystemExit(f"{scenario.name}: no traces in set {which!r}")
+    tuner = CriusEnv(scenario).tuner
+    traces = (
+        trace_files(
+            files,
+            tuner,
+            trace_format=args.trace_format,
+            trace_seed=args.trace_seed,
+            max_traces=args.max_traces,
+        )
+        if files
+        else trace_set(scenario, which, tuner, data_dir=args.data_dir, max_traces=args.max_traces)
+    )
     print(
         f"{scenario.name}: {len(traces)} traces ({', '.join(t.name for t in traces)}), "
         f"{len(agents)} agents, heuristics {', '.join(heuristics)}"
@@ -195,6 +183,7 @@ def evaluate_scenario(
             not args.stochastic,
             0.0 if args.stochastic else margin,
             None if args.stochastic else envelope,
+            gym_id,
         )
         for name, path, env_cfg, margin, envelope in agents
         for trace in traces
@@ -295,6 +284,25 @@ def evaluate_scenario(
     return "\n".join(lines), agg
 
 
+def check_heuristics(
+    scenarios: list[Scenario], heuristics: list[str], option_specs: list[str]
+) -> None:
+    """Build every heuristic once on every scenario with its options.
+
+    A bad name or option fails before the first run, not after hours of the others.
+    """
+    for scenario in scenarios:
+        for h in heuristics:
+            opts = dict(policy_options(option_specs, scenario.name, h))
+            option = "--policy-option" if opts else "--policies"
+            try:
+                make_policy(h, scenario=scenario, option=option, **opts)
+            except CriusGymError:
+                raise  # names the policy, the option and any file itself
+            except (TypeError, ValueError) as exc:
+                raise SystemExit(f"--policy-option for {h} on {scenario.name}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> None:
     """The evaluation ``crius-evaluate`` / ``experiments/evaluate.py`` runs (see its --help)."""
     torch.set_num_threads(1)
@@ -312,10 +320,15 @@ def run(args: argparse.Namespace) -> None:
     )
     out.mkdir(parents=True, exist_ok=True)
     heuristics = list(args.policies) if args.policies is not None else list(default_set())
+    check_heuristics(
+        [load_scenario(args.scenario), *(load_scenario(n) for n in args.transfer)],
+        heuristics,
+        args.policy_option,
+    )
     sections = ["# PPO vs rule-based schedulers on held-out traces", "", prov.markdown(), ""]
     for spec in args.policy:
         path = policy_file(spec)
-        meta = read_metadata(path)
+        meta = model_metadata(path, plain_env_id(args))
         sections.append(
             f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
             f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
@@ -334,7 +347,7 @@ def run(args: argparse.Namespace) -> None:
     curves = {}
     for spec in args.policy:
         path = policy_file(spec)
-        meta = read_metadata(path)
+        meta = model_metadata(path, plain_env_id(args))
         tb = meta.get("tensorboard")
         if tb and Path(tb).is_dir():
             curves[agent_name(path)] = read_scalars(tb)

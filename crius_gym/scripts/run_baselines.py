@@ -1,11 +1,12 @@
 """Run rule-based schedulers on a scenario's cluster and workload; write tables and figures.
 
-For each scenario: runs every chosen policy on the trace (default: the scenario's own workload —
-its Arena trace, or its first synthetic test trace) with the same seed, and writes to
-``--out/<scenario>/``: ``jobs_<policy>.csv`` (per job), ``summary.csv`` (a row per policy),
-``jct_cdf.png``, ``queueing_cdf.png``, ``throughput.png``; and ``--out/baselines.md`` with a
-section per scenario. Averages are over finished jobs and never padded: unfinished and rejected
-jobs are counted separately.
+For each scenario: runs every chosen policy on the traces (default: the scenario's own workload —
+its Arena trace, or its first synthetic test trace; --traces test|val|own|all picks a set, as in
+evaluate.py) with the same seed, and writes to ``--out/<scenario>/``: ``jobs_<policy>.csv`` (per
+job, every trace), ``summary.csv`` (a row per policy and trace), ``jct_cdf.png``,
+``queueing_cdf.png``, ``throughput.png`` (first trace) and Gantt charts of the first trace; and
+``--out/baselines.md`` with a section per scenario: mean ± 95% CI over traces. Averages are over
+finished jobs and never padded: unfinished and rejected jobs are counted separately.
 """
 
 from __future__ import annotations
@@ -18,9 +19,16 @@ from pathlib import Path
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, add_output_options, add_trace_options, run_main
+from crius_gym.cli import (
+    add_data_dir_option,
+    add_output_options,
+    add_trace_options,
+    add_trace_set_options,
+    policy_names_help,
+    run_main,
+)
 from crius_gym.errors import ConfigError
-from crius_gym.policies.registry import available, describe
+from crius_gym.policies.registry import describe
 from crius_gym.provenance import Provenance
 
 # The simulator, plots and tables are imported in main(): --help answers at once.
@@ -38,13 +46,18 @@ def parse_args() -> argparse.Namespace:
         help=f"scenario name(s) or YAML path(s); known: {', '.join(list_scenarios())}"
         " (default: hetero-64)",
     )
-    add_trace_options(p, "a trace file to run instead of the scenario's own workload")
+    add_trace_options(
+        p, "a trace file to run instead of the scenario's own workload", repeatable=True
+    )
+    add_trace_set_options(
+        p, None, "the scenario's own workload: its Arena trace, else synthetic test trace 0"
+    )
     p.add_argument(
         "--policies",
         nargs="+",
         default=["crius", "fcfs", "random"],
         metavar="NAME",
-        help=f"policies to run; registered: {', '.join(available())} (default: crius fcfs random)",
+        help=policy_names_help("policies to run", "crius fcfs random"),
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the policies' random generators")
     p.add_argument(
@@ -83,13 +96,13 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     from crius_gym import scenarios
-    from crius_gym.eval.gantt import gantt_file_name, plot_gantt
+    from crius_gym.eval.gantt import file_safe, gantt_file_name, plot_gantt
     from crius_gym.eval.plots import plot_cdf, plot_throughput
     from crius_gym.eval.runs import run_policies
     from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
+    from crius_gym.eval.trace_sets import trace_files, trace_set
+    from crius_gym.plugins import check_policies
     from crius_gym.scenarios import load_scenario
-    from crius_gym.scenarios.trace_files import read_trace
-    from crius_gym.workload.mapping import JobMapping
 
     if args.ground_truth is not None and args.ground_truth not in scenarios.GROUND_TRUTHS:
         raise ConfigError(
@@ -98,6 +111,8 @@ def main() -> None:
     prov = Provenance.capture()
     out = Path(args.out)
     names = [load_scenario(n).name for n in args.scenario]
+    for n in args.scenario:  # every name resolves and builds before the first run
+        check_policies(args.policies, load_scenario(n))
     refuse_overwrite([out / args.report_name, *(out / n for n in names)], args.force)
     sections = [
         "# Rule-based schedulers",
@@ -120,28 +135,34 @@ def main() -> None:
                 ),
             )
         tuner = scenario.make_tuner(args.ground_truth, args.data_dir)
-        trace = (
-            read_trace(
+        if args.trace:
+            traces = trace_files(
                 args.trace,
-                args.trace_format,
-                tuner=tuner,
-                mapping=JobMapping(seed=args.trace_seed),
+                tuner,
+                trace_format=args.trace_format,
+                trace_seed=args.trace_seed,
                 iteration_divisor=scenario.workload.iteration_divisor,
+                max_traces=args.max_traces,
             )
-            if args.trace
-            else scenario.own_trace(args.data_dir, tuner)
-        )
-        for line in trace.skipped_report():
-            print(f"warning: {trace.name}: skipped {line}", file=sys.stderr, flush=True)
+        elif args.traces:
+            traces = trace_set(
+                scenario, args.traces, tuner, data_dir=args.data_dir, max_traces=args.max_traces
+            )
+        else:
+            traces = [scenario.own_trace(args.data_dir, tuner)]
+            for line in traces[0].skipped_report():
+                print(f"warning: {traces[0].name}: skipped {line}", file=sys.stderr, flush=True)
+        trace = traces[0]  # the one whose schedules are drawn
         print(
-            f"{scenario.name}: {len(trace.jobs)} jobs ({trace.name}) on "
-            f"{scenario.cluster.num_gpus} GPUs; policies {', '.join(args.policies)}",
+            f"{scenario.name}: {len(traces)} trace(s), {sum(len(t.jobs) for t in traces)} jobs "
+            f"({', '.join(t.name for t in traces)}) on {scenario.cluster.num_gpus} GPUs; "
+            f"policies {', '.join(args.policies)}",
             flush=True,
         )
         t0 = time.perf_counter()
         results = run_policies(
             scenario,
-            [trace],
+            traces,
             args.policies,
             seed=args.seed,
             horizon_s=args.horizon,
@@ -158,18 +179,23 @@ def main() -> None:
             summ.to_csv(tmp, index=False)
         jobs = jobs_frame(results)
         for policy in args.policies:
-            with atomic_path(d / f"jobs_{policy}.csv") as tmp:
+            with atomic_path(d / f"jobs_{file_safe(policy)}.csv") as tmp:
                 jobs[jobs["policy"] == policy].to_csv(tmp, index=False)
         caption = prov.markdown().replace("`", "")
-        title = f"{scenario.name}: {trace.name}"
+        title = f"{scenario.name}: " + (trace.name if len(traces) == 1 else f"{len(traces)} traces")
         plot_cdf(results, "jct_s", d / "jct_cdf.png", caption, f"JCT CDF — {title}")
         plot_cdf(
             results, "queueing_s", d / "queueing_cdf.png", caption, f"Queueing delay CDF — {title}"
         )
         plot_throughput(results, d / "throughput.png", caption, f"Throughput — {title}")
-        for r in results:  # one trace per scenario here: every policy's schedule
+        drawn = [r for r in results if r.trace == trace.name]  # the first trace's schedules
+        for r in drawn:
             plot_gantt(
-                r, scenario.cluster, d / gantt_file_name(r.policy), caption, f"{r.policy} — {title}"
+                r,
+                scenario.cluster,
+                d / gantt_file_name(r.policy),
+                caption,
+                f"{r.policy} — {scenario.name}: {trace.name}",
             )
         ref = "crius" if "crius" in args.policies else None
         table = markdown_table(aggregate(summ, reference=ref), reference=ref)
@@ -183,19 +209,23 @@ def main() -> None:
             + ", ".join(
                 f"{g.num_nodes}×{g.gpus_per_node} {g.gpu_type}" for g in scenario.cluster.groups
             )
-            + f". Trace: `{trace.name}`, {len(trace.jobs)} jobs"
-            + (
-                f", iterations = num_iteration // {trace.iteration_divisor}"
-                if trace.iteration_divisor > 1
-                else ""
-            )
-            + (
-                f" ({len(trace.skipped)} unusable rows skipped: "
-                + "; ".join(trace.skipped_report(5))
+            + ". Traces: "
+            + ", ".join(
+                f"`{t.name}` ({len(t.jobs)} jobs"
+                + (
+                    f", iterations = num_iteration // {t.iteration_divisor}"
+                    if t.iteration_divisor > 1
+                    else ""
+                )
+                + (
+                    f"; {len(t.skipped)} unusable rows skipped: " + "; ".join(t.skipped_report(5))
+                    if t.skipped
+                    else ""
+                )
                 + ")"
-                if trace.skipped
-                else ""
+                for t in traces
             )
+            + (". Mean ± 95% CI over traces (Student t)" if len(traces) > 1 else "")
             + f". Ground truth: {args.ground_truth or scenario.ground_truth}. "
             + (
                 "Artifact options: " + ", ".join(scenario.sim.artifact_compat.active) + ". "
@@ -232,12 +262,11 @@ def main() -> None:
             f"![queueing CDF]({scenario.name}/queueing_cdf.png) "
             f"![throughput]({scenario.name}/throughput.png)",
             "",
-            "Schedules (Gantt charts: jobs on each GPU type's GPUs over time; starts, "
+            f"Schedules on `{trace.name}` (Gantt charts: jobs on each GPU type's GPUs over "
+            "time; starts, "
             "reconfigurations and preemptions marked; written by the command above and not "
             "committed: bulky): "
-            + ", ".join(
-                f"[{r.policy}]({scenario.name}/{gantt_file_name(r.policy)})" for r in results
-            )
+            + ", ".join(f"[{r.policy}]({scenario.name}/{gantt_file_name(r.policy)})" for r in drawn)
             + ".",
             "",
         ]

@@ -36,7 +36,7 @@ def test_run_baselines_on_each_format(tmp_path, path, fmt, jobs):
         "--no-progress",
     )
     assert out.returncode == 0, out.stderr
-    assert f": {jobs} jobs (" in out.stdout
+    assert f", {jobs} jobs (" in out.stdout
     assert "skipped line" in out.stderr  # every fixture has rows that cannot be used
     report = (tmp_path / "baselines.md").read_text()
     assert "[crius](tiny/gantt_crius.png)" in report
