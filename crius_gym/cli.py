@@ -121,7 +121,7 @@ def add_trace_options(
 def add_trace_set_options(
     parser: argparse.ArgumentParser, default: str | None, default_help: str
 ) -> None:
-    """``--traces`` (a named set of each scenario's traces) and ``--max-traces``.
+    """``--traces`` (a named set of each scenario's traces), ``--max-traces`` and ``--strict``.
 
     The sets are :data:`crius_gym.eval.trace_sets.TRACE_SETS`, shared by every script that
     compares schedulers.
@@ -138,4 +138,10 @@ def add_trace_set_options(
     )
     parser.add_argument(
         "--max-traces", type=int, metavar="N", help="use only the first N traces of a set"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a trace whose jobs request a GPU type the cluster lacks (by default they "
+        "run on a type the scheduler picks, counted in a warning and in the report)",
     )

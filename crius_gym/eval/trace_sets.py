@@ -80,3 +80,44 @@ def trace_files(
         for line in t.skipped_report():
             print(f"warning: {t.name}: skipped {line}", file=sys.stderr, flush=True)
     return given[:max_traces] if max_traces else given
+
+
+def foreign_requests(trace: Trace, gpu_types: Sequence[str]) -> dict[str, int]:
+    """Jobs per requested GPU type that the cluster lacks (the schedulers place them elsewhere).
+
+    A trace recorded on another cluster (Philly's V100 jobs on the testbed's A40/A10) names
+    types this cluster does not have; every scheduler then treats the request as absent and
+    picks a type itself. Counted so that a report can say so, and ``--strict`` can refuse.
+    """
+    have = set(gpu_types)
+    out: dict[str, int] = {}
+    for job in trace.jobs:
+        t = job.requested_gpu_type
+        if t is not None and t not in have:
+            out[t] = out.get(t, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def check_requests(
+    traces: Sequence[Trace], gpu_types: Sequence[str], *, strict: bool = False
+) -> list[str]:
+    """One line per trace with jobs moved off a GPU type the cluster lacks (warned on stderr).
+
+    Raises:
+        ConfigError: with ``strict``, naming the trace, the types and the counts.
+    """
+    lines = []
+    for t in traces:
+        moved = foreign_requests(t, gpu_types)
+        if not moved:
+            continue
+        what = ", ".join(f"{n} × {k}" for k, n in moved.items())
+        line = (
+            f"`{t.name}`: {sum(moved.values())} of {len(t.jobs)} jobs request GPU types this "
+            f"cluster lacks ({what}); every scheduler places them on a type of its choice"
+        )
+        if strict:
+            raise ConfigError(f"--strict: {line.replace('`', '')}")
+        print(f"warning: {line.replace('`', '')}", file=sys.stderr, flush=True)
+        lines.append(line)
+    return lines

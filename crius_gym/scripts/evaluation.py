@@ -27,7 +27,7 @@ from crius_gym.eval.headline import headline_frame, headline_markdown
 from crius_gym.eval.plots import plot_cdf, plot_throughput
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
-from crius_gym.eval.trace_sets import trace_files, trace_set
+from crius_gym.eval.trace_sets import check_requests, trace_files, trace_set
 from crius_gym.plugins import make_policy
 from crius_gym.policies.registry import default_set
 from crius_gym.provenance import Provenance
@@ -166,6 +166,7 @@ def evaluate_scenario(
         if files
         else trace_set(scenario, which, tuner, data_dir=args.data_dir, max_traces=args.max_traces)
     )
+    moved = check_requests(traces, scenario.cluster.gpu_types, strict=args.strict)
     print(
         f"{scenario.name}: {len(traces)} traces ({', '.join(t.name for t in traces)}), "
         f"{len(agents)} agents, heuristics {', '.join(heuristics)}"
@@ -242,9 +243,12 @@ def evaluate_scenario(
     headline = (
         [
             "**Headline** (each agent as given, `@0` = the bare network: no margin, no "
-            "envelope; ratios paired per trace, mean ± 95% CI over traces; *mean of N agents* "
-            "pools the agents of one deployment per trace; ms / decision = wall time of the "
-            "run, simulation included, per decision):",
+            "envelope; ratios paired per trace, mean ± 95% CI over the `traces` column's n "
+            "traces; the JCT is the average with dropped jobs censored at the end of the run, "
+            "so dropping jobs never helps; *mean of N agents* pools the agents of one "
+            "deployment over seeds and traces, [95% interval] from a bootstrap resampling both "
+            "(crius_gym/eval/headline.py); ms / decision = wall time of the run, simulation "
+            "included, per decision):",
             "",
             headline_markdown(headline_frame(summ, [a[0] for a in agents], ref)),
             "",
@@ -264,6 +268,7 @@ def evaluate_scenario(
         "Mean ± 95% CI across traces (Student t); the change against Crius is paired per trace "
         "(negative JCT = better than Crius).",
         "",
+        *([f"- {m}." for m in moved] + [""] if moved else []),
         *headline,
         markdown_table(agg, reference=ref),
         "",

@@ -6,7 +6,8 @@ evaluate.py) with the same seed, and writes to ``--out/<scenario>/``: ``jobs_<po
 job, every trace), ``summary.csv`` (a row per policy and trace), ``jct_cdf.png``,
 ``queueing_cdf.png``, ``throughput.png`` (first trace) and Gantt charts of the first trace; and
 ``--out/baselines.md`` with a section per scenario: mean ± 95% CI over traces. Averages are over
-finished jobs and never padded: unfinished and rejected jobs are counted separately.
+finished jobs and never padded (unfinished and rejected jobs are counted beside them), except
+one JCT average that counts dropped jobs censored at the end of the run.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def main() -> None:
     from crius_gym.eval.plots import plot_cdf, plot_throughput
     from crius_gym.eval.runs import run_policies
     from crius_gym.eval.tables import aggregate, jobs_frame, markdown_table, summary_frame
-    from crius_gym.eval.trace_sets import trace_files, trace_set
+    from crius_gym.eval.trace_sets import check_requests, trace_files, trace_set
     from crius_gym.plugins import check_policies
     from crius_gym.scenarios import load_scenario
 
@@ -119,10 +120,11 @@ def main() -> None:
         "",
         prov.markdown(),
         "",
-        "Averages are over finished jobs (never padded); `finished`, `rejected` "
-        "(never runnable, or given up by the policy) and `unfinished` jobs are counted "
-        "separately. Throughput is the time average of Σ samples/s of iterating jobs "
-        "over [0, makespan].",
+        "Averages are over finished jobs (never padded), except `avg JCT, dropped jobs "
+        "censored`, which also counts jobs a policy left unfinished or gave up (at the time "
+        "from arrival to the end of the run); `finished`, `rejected` (never runnable, or given "
+        "up by the policy) and `unfinished` jobs are counted beside them. Throughput is the "
+        "time average of Σ samples/s of iterating jobs over [0, makespan].",
         "",
     ]
     for name in args.scenario:
@@ -152,6 +154,7 @@ def main() -> None:
             traces = [scenario.own_trace(args.data_dir, tuner)]
             for line in traces[0].skipped_report():
                 print(f"warning: {traces[0].name}: skipped {line}", file=sys.stderr, flush=True)
+        moved = check_requests(traces, scenario.cluster.gpu_types, strict=args.strict)
         trace = traces[0]  # the one whose schedules are drawn
         print(
             f"{scenario.name}: {len(traces)} trace(s), {sum(len(t.jobs) for t in traces)} jobs "
@@ -248,6 +251,7 @@ def main() -> None:
                 if any(scenario.policy_spec(p) is not None for p in args.policies)
                 else []
             ),
+            *([f"- {m}.\n" for m in moved] if moved else []),
             table,
             "",
         ]

@@ -23,6 +23,10 @@ class JobStatus(str, Enum):
     REJECTED = "rejected"
 
 
+#: The reject reason of a job no Cell can ever hold (rejected on arrival, under every policy).
+UNRUNNABLE_REASON = "fits nowhere: no memory-feasible Cell on any GPU type"
+
+
 class JobView(Protocol):
     """What a policy may read about a job (the simulator's record, typed read-only)."""
 

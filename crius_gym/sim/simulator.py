@@ -35,7 +35,7 @@ from crius_gym.sim.artifact_compat import ArtifactCompat
 from crius_gym.sim.events import EventKind, EventQueue
 from crius_gym.sim.metrics import JobResult, RunSummary, TimeSeries, job_result, summarise
 from crius_gym.sim.policy import Policy, PolicyContext
-from crius_gym.sim.records import JobRecord, JobStatus
+from crius_gym.sim.records import UNRUNNABLE_REASON, JobRecord, JobStatus
 from crius_gym.sim.schedule import Began, Ended, ScheduleLog, Segment
 from crius_gym.sim.snapshot import Snapshot
 from crius_gym.sim.truth import EstimatorTruth, GroundTruth, estimated_plan
@@ -318,7 +318,7 @@ class Simulator:
         rec.last_update_s = self.now_s
         if not self.tuner.tune(rec.job.model, rec.job.global_batch).feasible:
             rec.status = JobStatus.REJECTED
-            rec.reject_reason = "fits nowhere: no memory-feasible Cell on any GPU type"
+            rec.reject_reason = UNRUNNABLE_REASON
             self._open -= 1
             return
         rec.status = JobStatus.WAITING

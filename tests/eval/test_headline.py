@@ -85,3 +85,24 @@ def test_policy_options_apply_per_scenario_and_later_ones_win():
     assert policy_options(specs, "hetero-64", "crius") == ()
     with pytest.raises(SystemExit, match="SCENARIO:"):
         policy_options(["crius-lookahead=3"], "hetero-64", "crius-lookahead")
+
+
+def test_pooled_row_has_a_bootstrap_interval_over_seeds_and_traces():
+    frame = headline_frame(_summary(), ["ppo:a@0", "ppo:b@0"])
+    pooled = frame[frame["policy"] == "mean of 2 agents @0"].iloc[0]
+    # Ratios: a = 0.8, 1.1; b = 1.2, 0.9 → mean 1.0, and the interval covers seed spread.
+    assert pooled["jct_ratio"] == pytest.approx(1.0)
+    assert pooled["jct_ratio_lo"] < 1.0 < pooled["jct_ratio_hi"]
+    assert pooled["jct_ratio_lo"] >= 0.8 and pooled["jct_ratio_hi"] <= 1.2
+    assert "[" in headline_markdown(frame)  # shown as an interval, not ± a t-interval
+    again = headline_frame(_summary(), ["ppo:a@0", "ppo:b@0"])
+    assert again.equals(frame)  # the bootstrap is seeded: same table every time
+
+
+def test_the_censored_average_is_compared_where_present():
+    s = _summary()
+    s["avg_jct_censored_s"] = s["avg_jct_s"]
+    s.loc[s["policy"] == "fcfs", "avg_jct_censored_s"] = 1000.0  # its dropped jobs count
+    frame = headline_frame(s, ["ppo:a@0", "ppo:b@0"]).set_index("policy")
+    # Without the censoring fcfs would win t0 (50 s, only because it rejected three jobs).
+    assert frame.loc["best heuristic per trace", "note"] == "sia on 1, crius on 1"
