@@ -22,10 +22,10 @@ import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, run_main
+from crius_gym.cli import add_data_dir_option, policy_names_help, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.policies.registry import available, make_policy
+from crius_gym.plugins import make_policy
 from crius_gym.provenance import Provenance
 from crius_gym.rl.agent import HeuristicDriver
 from crius_gym.rl.ppo import _parse_value
@@ -55,7 +55,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--policy",
         default="crius",
-        help=f"the heuristic (registered: {', '.join(available())}; default: crius)",
+        help=policy_names_help("the heuristic", "crius"),
     )
     p.add_argument(
         "--env",
