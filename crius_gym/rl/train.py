@@ -297,6 +297,11 @@ class _EvalReporter(ValidationCallback):
                 f" ± {row['eval_jct_ratio_ci95']:.4f} x Crius, throughput "
                 f"{row['eval_throughput_ratio']:.4f} x, unfinished {int(row['eval_unfinished'])}"
                 f" (best so far {self.best[1]:.4f} x)"
+                + "".join(
+                    f"; {k[len('eval_jct_ratio[') : -1]} {v:.3f}"
+                    for k, v in row.items()
+                    if k.startswith("eval_jct_ratio[")
+                )
             )
         if self.hook is not None:
             self.hook(dict(row), self.save_dir)
@@ -308,9 +313,10 @@ def validation_sets(
     """The validation traces of each validation scenario with the reference's runs on them.
 
     Scenarios: ``eval_scenarios`` (default: the training scenario); each contributes its first
-    ``eval_traces`` validation traces. The reference is the env's guide (else Crius), run on the
-    simulator with the same seed. Validation runs whole traces: no decision cap (it guards
-    training episodes only).
+    ``eval_traces`` validation traces, at most as many as its ``splits.validation_traces`` (a
+    scenario of 1,000-job traces declares 2). The reference is the env's guide (else Crius),
+    run on the simulator with the same seed. Validation runs whole traces: no decision cap (it
+    guards training episodes only).
     """
     names = hp.eval_scenarios or (scenario.path or scenario.name,)
     reference = env_cfg.guide or "crius"
@@ -318,10 +324,11 @@ def validation_sets(
     for name in names:
         sc = scenario if name in (scenario.name, scenario.path) else load_scenario(name)
         env = CriusEnv(sc, dataclasses.replace(env_cfg, max_decisions=10**12))
-        traces = tuple(sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(hp.eval_traces))
+        count = min(hp.eval_traces, sc.splits.validation_traces)
+        traces = tuple(sc.synthetic_trace("val", i, tuner=env.tuner) for i in range(count))
         sim = sc.make_simulator(env.tuner)
         refs = tuple(sim.run(t, make_policy(reference, scenario=sc), seed=seed) for t in traces)
-        sets.append(ValidationSet(env, traces, refs))
+        sets.append(ValidationSet(env, traces, refs, sc.name))
     return sets
 
 

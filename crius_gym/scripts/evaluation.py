@@ -92,10 +92,22 @@ def _selection(path: Path) -> str:
     if "eval_jct_ratio" not in df:
         return ""
     best = df.sort_values(["eval_unfinished", "eval_jct_ratio"]).iloc[0]
+    sets = {
+        str(k)[len("eval_jct_ratio[") : -1]: float(v)
+        for k, v in best.items()
+        if str(k).startswith("eval_jct_ratio[") and not pd.isna(v)
+    }
+    per_set = (
+        " (the mean over validation scenarios of their mean ratio: "
+        + ", ".join(f"{name} {v:.3f}" for name, v in sets.items())
+        + ")"
+        if sets
+        else ""
+    )
     return (
         f" Selected at {int(best['timesteps']):,} timesteps by validation: average JCT "
         f"{best['eval_jct_ratio']:.3f}× Crius's (95% CI ± {best['eval_jct_ratio_ci95']:.3f}) "
-        f"on {int(best['eval_traces'])} validation traces, throughput "
+        f"on {int(best['eval_traces'])} validation traces{per_set}, throughput "
         f"{best['eval_throughput_ratio']:.3f}×."
     )
 
