@@ -11,6 +11,7 @@ from crius_gym import plugins
 from crius_gym.errors import ConfigError, UnknownNameError
 from crius_gym.policies.registry import register
 from crius_gym.scenarios import load_scenario
+from tests.conftest import REPO
 
 POLICY = textwrap.dedent(
     '''
@@ -107,3 +108,22 @@ def test_a_user_cannot_shadow_a_builtin_name():
 
     with pytest.raises(ValueError, match="already registered"):
         register("crius")(factory)
+
+
+def test_a_plugin_guide_drives_the_env_as_it_drives_the_simulator():
+    """env.guide takes a plug-in: following its proposals is its own simulator run."""
+    from crius_gym.env.cluster_env import CriusEnv
+
+    spec = f"{REPO / 'docs' / 'examples' / 'srwf_policy.py'}:ShortestRemainingWorkFirst"
+    sc = load_scenario("tiny")
+    env = CriusEnv(sc, config={"guide": spec})
+    trace = sc.synthetic_trace("test", 0)
+    env.reset(options={"trace": trace})
+    done = False
+    while not done:
+        _, _, terminated, truncated, info = env.step(env.guide_action())
+        done = terminated or truncated
+    direct = sc.make_simulator().run(trace, plugins.make_policy(spec), seed=0)
+    assert info["episode_metrics"]["avg_jct_s"] == pytest.approx(direct.summary.avg_jct_s)
+    with pytest.raises(UnknownNameError, match="MODULE:CLASS"):
+        CriusEnv(sc, config={"guide": "no-such-guide"})

@@ -42,7 +42,9 @@ class EnvConfig:
             WAIT is the only valid action), and let only WAIT advance time. Off for training;
             on to drive the env with a rule-based policy exactly as the simulator would
             (parity tests, imitation).
-        guide: a registered rule-based policy (default ``crius``) whose plan the env makes
+        guide: a rule-based policy (default ``crius``; a registered name or a plug-in,
+            ``module:Class`` or ``file.py:Class``, as :mod:`crius_gym.plugins` reads it) whose
+            plan the env makes
             expressible: the jobs it would start, move or preempt are shown first, with the
             Cells it would use (``crius_gym.env.guide``); None: no guide (the window is the
             queue's head and the jobs that can start now).

@@ -20,7 +20,7 @@ import numpy as np
 from crius_gym.hardware.cluster import ClusterSpec
 from crius_gym.perf.cell import Cell
 from crius_gym.perf.tuner import Tuner
-from crius_gym.policies.registry import make_policy
+from crius_gym.plugins import make_policy
 from crius_gym.sim.actions import Action, Preempt, Reconfigure, Reject, Start
 from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.simulator import Simulator
@@ -57,14 +57,18 @@ class Guide:
     """Holds a rule-based policy and its plan for the current instant of one env.
 
     Args:
-        name: registered policy name (e.g. ``crius``).
+        name: a registered policy name (e.g. ``crius``) or a plug-in (``module:Class``,
+            ``file.py:Class``, an entry point of ``crius_gym.policies``;
+            :mod:`crius_gym.plugins`). The env copies episodes for its rollouts without the
+            policy object, so a guide should decide from the snapshot alone (Crius's
+            ``_resume_at`` is the one piece of policy state the copies carry).
         seed: seed of the policy's random generator.
     """
 
     def __init__(self, name: str, seed: int = 0) -> None:
         self.name = name
         self.seed = seed
-        self.policy: Policy = make_policy(name)
+        self.policy: Policy = make_policy(name, option="env.guide")
         self._plan: GuidePlan | None = None
         self._ids: dict[str, int] = {}
         self.replans = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from sb3_contrib import MaskablePPO
 
 from crius_gym.atomic import atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
 from crius_gym.errors import CriusGymError
 from crius_gym.registration import COMPATIBLE_VERSIONS, ENV_VERSION, NAMESPACE, env_id, scenario_of
 
@@ -78,7 +80,32 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
         raise PolicyCompatibilityError(f"{f}: not readable YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise PolicyCompatibilityError(f"{f}: expected a mapping, got {type(data).__name__}")
+    check_env_config(f, data.get("env_config"))
     return data
+
+
+def check_env_config(path: Path, value: Any) -> None:
+    """``env_config`` must be a mapping of :class:`EnvConfig` fields (the env it was trained in).
+
+    Raises:
+        PolicyCompatibilityError: naming the file, the field and what is wrong with it.
+    """
+    if value is None:
+        raise PolicyCompatibilityError(
+            f"{path}, field 'env_config': missing (the env settings the policy was trained with; "
+            "train_ppo.py writes it; {} means the defaults)"
+        )
+    if not isinstance(value, dict):
+        raise PolicyCompatibilityError(
+            f"{path}, field 'env_config': expected a mapping, got {type(value).__name__}"
+        )
+    known = {f.name for f in dataclasses.fields(EnvConfig)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise PolicyCompatibilityError(
+            f"{path}, field 'env_config.{unknown[0]}': not an env setting; known: "
+            f"{', '.join(sorted(known))}"
+        )
 
 
 def plain_metadata(model_path: Path, gym_id: str) -> dict[str, Any]:

@@ -184,6 +184,17 @@ def test_saved_policy_round_trip_and_refusals(tmp_path):
     model.save(tmp_path / "lonely" / "m.zip")
     with pytest.raises(PolicyCompatibilityError, match="metadata"):
         load_policy(tmp_path / "lonely" / "m.zip", env)
+    # Hand-written metadata: a missing or foreign env_config names the file and the field.
+    data["env_version"] = 4
+    for bad, says in (
+        (None, "'env_config': missing"),
+        ({"windw_jobs": 8}, "env_config.windw_jobs"),
+    ):
+        data["env_config"] = bad
+        meta_file.write_text(yaml.safe_dump(data))
+        with pytest.raises(PolicyCompatibilityError, match=says) as err:
+            load_policy(tmp_path / "model.zip", env)
+        assert str(meta_file) in str(err.value)
 
 
 def test_learning_rate_schedules():
