@@ -54,7 +54,8 @@ def test_truncated_reference_policy_is_refused(tmp_path, env):
     [
         ("env_version: [unclosed\n", "metadata.yaml: not readable YAML"),
         ("- a list\n", "metadata.yaml: expected a mapping"),
-        ("run: x\nenv_version: 4\n", "incomplete metadata, missing"),
+        ("run: x\nenv_version: 4\nenv_config: {}\n", "incomplete metadata, missing"),
+        ("run: x\nenv_version: 4\n", "field .env_config.: missing"),
     ],
 )
 def test_broken_metadata_is_refused(tmp_path, env, text, match):
