@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from crius_gym.atomic import fresh_run_dir
@@ -32,6 +34,81 @@ def existing_path(value: str) -> str:
     if not Path(value).exists():
         raise argparse.ArgumentTypeError(f"no such file or folder: {value}")
     return value
+
+
+@dataclass(frozen=True)
+class Number:
+    """``type=`` of a numeric option, with the range its values must lie in.
+
+    argparse then refuses a value outside it at parse time, naming the option and the range
+    (``argument --seed: -1 is not an integer in [0, 4294967295]``). NaN is never accepted;
+    infinities only with ``allow_inf``. Every numeric option of every script uses one of these
+    (``tests/reliability/test_option_ranges.py`` walks the parsers and checks it).
+
+    Attributes:
+        kind: ``int`` or ``float``.
+        low: the smallest value allowed (None: no bound).
+        high: the largest value allowed (None: no bound).
+        low_open: ``low`` itself is excluded (``> low``, e.g. durations).
+        allow_inf: ``inf`` is a meaningful value (e.g. "never").
+    """
+
+    kind: type = int
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    allow_inf: bool = False
+
+    @property
+    def __name__(self) -> str:  # argparse names a type by it in some messages
+        return self.kind.__name__
+
+    def describe(self) -> str:
+        """The allowed values in words, e.g. ``an integer >= 1``."""
+        noun = "an integer" if self.kind is int else "a number"
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {_plain(self.low)}")
+        if self.high is not None:
+            parts.append(f"<= {_plain(self.high)}")
+        return (
+            noun
+            + (" " + " and ".join(parts) if parts else "")
+            + (" (inf allowed)" if self.allow_inf else "")
+        )
+
+    def __call__(self, text: str) -> int | float:
+        """Parse ``text``; raises :class:`argparse.ArgumentTypeError` outside the range."""
+        try:
+            value: int | float = int(text) if self.kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {self.describe()}") from None
+        if isinstance(value, float) and (
+            math.isnan(value) or (math.isinf(value) and not self.allow_inf)
+        ):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {self.describe()}")
+        finite = not (isinstance(value, float) and math.isinf(value))
+        below = self.low is not None and (value < self.low or (self.low_open and value == self.low))
+        above = finite and self.high is not None and value > self.high
+        if below or above:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {self.describe()}")
+        return value
+
+
+def _plain(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
+COUNT = Number(int, 1)
+"""A count that must be at least 1 (traces, jobs, rounds, repeats, timesteps)."""
+NONNEG_INT = Number(int, 0)
+"""A count where 0 means "none" (e.g. no audit, no stress traces)."""
+SEED = Number(int, 0, 2**32 - 1)
+"""A seed: what numpy, random and torch all accept."""
+POSITIVE = Number(float, 0.0, low_open=True)
+"""A duration, load or share that must be above 0."""
+NONNEG = Number(float, 0.0)
+"""A margin or tolerance that may be 0."""
 
 
 def policy_names_help(what: str, default: str) -> str:
@@ -110,7 +187,7 @@ def add_trace_options(
     )
     parser.add_argument(
         "--trace-seed",
-        type=int,
+        type=SEED,
         default=0,
         metavar="N",
         help="seed of the mapping that gives a --trace's jobs models and iterations when the "
@@ -137,7 +214,7 @@ def add_trace_set_options(
         + f" (default: {default_help})",
     )
     parser.add_argument(
-        "--max-traces", type=int, metavar="N", help="use only the first N traces of a set"
+        "--max-traces", type=COUNT, metavar="N", help="use only the first N traces of a set"
     )
     parser.add_argument(
         "--strict",

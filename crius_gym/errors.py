@@ -36,6 +36,7 @@ class InputFileError(CriusGymError, ValueError):
         path: the file.
         row: 1-based line number in the file (header = line 1), or None for a whole-file problem.
         field: the column or key at fault, or None.
+        message: what is wrong, without the place.
     """
 
     def __init__(
@@ -49,6 +50,7 @@ class InputFileError(CriusGymError, ValueError):
         self.path = str(path)
         self.row = row
         self.field = field
+        self.message = message
         where = self.path
         if row is not None:
             where += f", line {row}"

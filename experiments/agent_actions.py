@@ -20,7 +20,7 @@ import collections
 import dataclasses
 from collections.abc import Sequence
 
-from crius_gym.cli import add_trace_options, run_main
+from crius_gym.cli import SEED, add_trace_options, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError
@@ -41,7 +41,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--scenario", required=True, help="scenario (name or YAML file) to run on")
     add_trace_options(p, "a trace file to run instead of the scenario's own")
-    p.add_argument("--seed", type=int, default=0, help="seed of the episode's reset")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the episode's reset")
     p.add_argument(
         "--deployment",
         choices=("recorded", "none"),

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
-from crius_gym.cli import add_data_dir_option, run_main
+from crius_gym.cli import POSITIVE, add_data_dir_option, run_main
 from crius_gym.eval.artifact import (
     AUTHORS,
     OPTIONS,
@@ -56,7 +56,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--horizon",
-        type=float,
+        type=POSITIVE,
         default=600_000.0,
         metavar="SECONDS",
         help="stop time of every run (default: 600000, the artifact's 2,000 rounds of 300 s)",

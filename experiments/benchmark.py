@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
-from crius_gym.cli import add_data_dir_option, add_output_options, run_main
+from crius_gym.cli import COUNT, add_data_dir_option, add_output_options, run_main
 from crius_gym.eval.bench import TimedPolicy, isolated, median_of
 from crius_gym.provenance import Provenance
 
@@ -78,7 +78,7 @@ def parse_args() -> argparse.Namespace:
         default=["fcfs", "crius"],
         help="policies of the sim section (default: fcfs crius)",
     )
-    p.add_argument("--repeats", type=int, default=3, help="runs per measurement (median kept)")
+    p.add_argument("--repeats", type=COUNT, default=3, help="runs per measurement (median kept)")
     p.add_argument(
         "--quick",
         action="store_true",

@@ -24,6 +24,7 @@ from crius_gym.cli import run_main
 from crius_gym.errors import InputFileError
 from crius_gym.provenance import Provenance
 from crius_gym.rl.saved import METADATA_FILE
+from crius_gym.yamlfile import load_yaml_file
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # The training envs' last observations (one per env) are no part of a policy either.
     with atomic_path(out / "best_model.zip") as tmp:
         model.save(tmp, exclude=["_last_obs"])
-    meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+    meta = load_yaml_file(meta_path) or {}
     meta["exported"] = {
         **Provenance.capture().as_dict(),
         "from": str(model_path),

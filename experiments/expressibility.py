@@ -22,7 +22,7 @@ import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, policy_names_help, run_main
+from crius_gym.cli import COUNT, add_data_dir_option, policy_names_help, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.plugins import make_policy
@@ -51,7 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="test",
         help="the synthetic test split, the scenario's own (Arena) trace, or both (default: test)",
     )
-    p.add_argument("--max-traces", type=int, help="at most N traces per scenario")
+    p.add_argument("--max-traces", type=COUNT, help="at most N traces per scenario")
     p.add_argument(
         "--policy",
         default="crius",

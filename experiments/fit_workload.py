@@ -27,7 +27,7 @@ import yaml
 
 from crius_gym import datasets
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import add_data_dir_option, run_main
+from crius_gym.cli import COUNT, add_data_dir_option, run_main
 from crius_gym.scenarios import load_scenario, requested_demand
 from crius_gym.workload.arena_trace import load_arena_trace, read_arena_trace
 from crius_gym.workload.job import Trace
@@ -56,7 +56,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--iteration-divisor",
-        type=int,
+        type=COUNT,
         metavar="N",
         help="floor-divide num_iteration by N when reading (default: the artifact's convention, "
         "5 for the simulate_trace_* files, 1 for the testbed trace and --csv files)",

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from crius_gym.atomic import atomic_path
+from crius_gym.cli import COUNT
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.labels import compare_labels
 from crius_gym.provenance import Provenance
@@ -45,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--split", choices=["val", "test"], default="val", help="held-out split (default val)"
     )
-    p.add_argument("--traces", type=int, default=4, help="first N traces of the split (4)")
-    p.add_argument("--every", type=int, default=5, help="label one decision with a choice in N (5)")
+    p.add_argument("--traces", type=COUNT, default=4, help="first N traces of the split (4)")
+    p.add_argument(
+        "--every", type=COUNT, default=5, help="label one decision with a choice in N (5)"
+    )
     p.add_argument(
         "--out",
         type=Path,

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from crius_gym.atomic import atomic_path
+from crius_gym.cli import COUNT, NONNEG_INT
 from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
 from crius_gym.policies.registry import make_policy
 from crius_gym.provenance import Provenance
@@ -38,6 +38,7 @@ from crius_gym.sim.actions import Action
 from crius_gym.sim.policy import Policy
 from crius_gym.sim.simulator import Simulator
 from crius_gym.stats import mean_ci
+from crius_gym.yamlfile import load_yaml
 
 
 class TimedLookahead(LookaheadPolicy):
@@ -92,7 +93,7 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
         key, _, value = item.partition("=")
         if not key or not _:
             raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        out[key] = load_yaml(value, f"--set {item!r}")
     return out
 
 
@@ -131,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--max-traces",
-        type=int,
+        type=COUNT,
         default=None,
         metavar="N",
         help="at most N test traces per scenario",
     )
     p.add_argument(
         "--max-jobs",
-        type=int,
+        type=COUNT,
         default=None,
         metavar="N",
         help="only the first N jobs of each trace",
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--audit",
-        type=int,
+        type=NONNEG_INT,
         default=0,
         metavar="K",
         help="audit every K-th choice with full rollouts (0: no audit)",

@@ -25,10 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-import yaml
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
-from crius_gym.cli import add_output_options, run_main
+from crius_gym.cli import COUNT, NONNEG_INT, POSITIVE, add_output_options, run_main
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.errors import RunStateError
@@ -45,6 +44,7 @@ from crius_gym.rl.deviation import (
 from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import load_policy, policy_file, read_metadata
 from crius_gym.scenarios import load_scenario
+from crius_gym.yamlfile import load_yaml_file
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -59,7 +59,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "selected on its own best_model.zip (else model.zip)",
     )
     p.add_argument(
-        "--traces", type=int, default=4, help="validation traces per scenario (default: 4)"
+        "--traces", type=COUNT, default=4, help="validation traces per scenario (default: 4)"
     )
     p.add_argument(
         "--margins",
@@ -80,20 +80,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--stress-traces",
-        type=int,
+        type=NONNEG_INT,
         default=0,
         help="long overloaded validation traces per scenario, scored like a scenario of their "
         "own (default: 0 = none)",
     )
     p.add_argument(
-        "--stress-load", type=float, default=1.2, help="their offered load (default: 1.2)"
+        "--stress-load", type=POSITIVE, default=1.2, help="their offered load (default: 1.2)"
     )
     p.add_argument(
-        "--stress-jobs", type=int, default=600, help="their length in jobs (default: 600)"
+        "--stress-jobs", type=COUNT, default=600, help="their length in jobs (default: 600)"
     )
     p.add_argument(
         "--envelope-episodes",
-        type=int,
+        type=NONNEG_INT,
         default=0,
         help="measure the agent's envelope on this many training episodes and select δ with "
         "it (default: 0 = no envelope; train_ppo.py's default config uses 100)",
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         extra = args.scenarios
         if extra is None:
             conf = run_dir / "config.yaml"
-            saved = yaml.safe_load(conf.read_text()) or {} if conf.is_file() else {}
+            saved = load_yaml_file(conf) or {} if conf.is_file() else {}
             extra = list((saved.get("hyperparams") or {}).get("eval_scenarios") or [])
         scenarios = selection_scenarios(training, extra)
         model, _ = load_policy(path, CriusEnv(scenarios[0], cfg))

@@ -24,12 +24,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from crius_gym.atomic import atomic_write_text
 from crius_gym.bundled import list_scenarios
-from crius_gym.cli import run_main
+from crius_gym.cli import COUNT, POSITIVE, run_main
 from crius_gym.provenance import Provenance
+from crius_gym.yamlfile import load_yaml
 
 METRIC = "eval_avg_jct_s"
 
@@ -62,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--num-samples",
-        type=int,
+        type=COUNT,
         default=1,
         help="samples of the random axes (each repeated for every grid point)",
     )
@@ -73,17 +72,17 @@ def parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="fixed hyperparameter override for every trial (repeatable)",
     )
-    p.add_argument("--total-timesteps", type=int, help="timesteps per trial (default: config)")
+    p.add_argument("--total-timesteps", type=COUNT, help="timesteps per trial (default: config)")
     p.add_argument(
         "--asha", action="store_true", help="stop weak trials early with ASHA on the validation JCT"
     )
     p.add_argument(
         "--grace-timesteps",
-        type=int,
+        type=COUNT,
         default=40_000,
         help="ASHA: timesteps before a trial may be stopped (default 40000)",
     )
-    p.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs per trial")
+    p.add_argument("--cpus-per-trial", type=POSITIVE, default=1.0, help="CPUs per trial")
     p.add_argument("--address", help="join an existing Ray cluster (default: start a local one)")
     p.add_argument(
         "--storage",
@@ -102,7 +101,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def _value(text: str) -> Any:
-    return yaml.safe_load(text)
+    return load_yaml(text, f"--grid/--choice value {text!r}")
 
 
 def search_space(args: argparse.Namespace) -> dict[str, Any]:

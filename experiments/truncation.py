@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from crius_gym.atomic import atomic_path
+from crius_gym.cli import COUNT, POSITIVE
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.eval.truncation import audit_truncation
@@ -46,11 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--split", choices=["val", "test"], default="val", help="held-out split (default val)"
     )
-    p.add_argument("--traces", type=int, default=2, help="first N traces of the split (2)")
-    p.add_argument("--every", type=int, default=5, help="value one decision with a choice in N (5)")
+    p.add_argument("--traces", type=COUNT, default=2, help="first N traces of the split (2)")
+    p.add_argument(
+        "--every", type=COUNT, default=5, help="value one decision with a choice in N (5)"
+    )
     p.add_argument(
         "--horizons-s",
-        type=float,
+        type=POSITIVE,
         nargs="+",
         default=[1800.0, 7200.0, 28800.0],
         help="truncation horizons in simulated seconds (1800 7200 28800)",

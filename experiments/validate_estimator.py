@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
-from crius_gym.cli import add_data_dir_option, add_output_options, run_main
+from crius_gym.cli import COUNT, add_data_dir_option, add_output_options, run_main
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
@@ -73,7 +73,7 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--tuner-repeats",
-        type=int,
+        type=COUNT,
         default=3,
         metavar="N",
         help="cold tuner runs per job for the timing section (median kept; default 3)",

@@ -665,16 +665,32 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
     def _warm_up(self, handover_s: float) -> bool:
         """Let the guide decide until ``handover_s``; returns whether the episode already ended.
 
+        With ``warmup_noise``, a share of its decisions (drawn per episode) is WAIT instead.
+
         The guide's actions are taken through :meth:`step`, exactly as an agent that follows
         it would take them, without encoding observations; the episode's counters then start
         afresh, so the agent's return covers only the time after the hand-over.
         """
         headless, self._headless = self._headless, True
         done = False
+        wait = self.config.num_actions - 1
+        # No draw at all without noise, so the RNG stream (and every run) is unchanged.
+        noise = (
+            float(self.np_random.uniform(0.0, self.config.warmup_noise))
+            if self.config.warmup_noise
+            else 0.0
+        )
         try:
             while not done and self.sim.now_s < handover_s:
                 proposal = self.guide_action()
-                a = self.config.num_actions - 1 if proposal is None else proposal
+                a = wait if proposal is None else proposal
+                if (
+                    noise
+                    and self._state is not None
+                    and self._state.wait_valid
+                    and self.np_random.random() < noise
+                ):
+                    a = wait
                 _, _, term, trunc, _ = self.step(a)
                 done = term or trunc
         finally:

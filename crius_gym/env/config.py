@@ -64,6 +64,12 @@ class EnvConfig:
         warmup_random: draw each training episode's warm-up uniformly from 0 to
             ``warmup_jobs`` jobs (the env's RNG), so the agent takes over at random points of
             the run, from an empty cluster to a crowded one.
+        warmup_noise: the largest share of the warm-up's decisions taken as WAIT instead of
+            the guide's action (each episode draws its share uniformly from 0 to this, with
+            the env's RNG). The warm-up then leaves the queues and idle GPUs that a policy's
+            own mistakes build, and the agent learns from those states too: noise injection
+            against compounding errors in imitation (DART, Laskey et al., CoRL 2017). 0: the
+            guide alone warms up.
         scale_free: observe a cluster of any size as the clusters of training look: durations
             on a fixed one-hour scale (not the scenario's reward scale, which follows its
             arrival rate and so its size: 3,000 to 400,000 s across the shipped scenarios),
@@ -94,6 +100,7 @@ class EnvConfig:
     episode_jobs: int | None = None
     warmup_jobs: int = 0
     warmup_random: bool = False
+    warmup_noise: float = 0.0
     scale_free: bool = False
     reward_baseline: Literal["none", "guide"] = "none"
 
@@ -121,6 +128,10 @@ class EnvConfig:
             raise ConfigError("env: warmup_jobs must be >= 0")
         if self.warmup_random and not self.warmup_jobs:
             raise ConfigError("env: warmup_random needs warmup_jobs > 0 (the longest warm-up)")
+        if not 0.0 <= self.warmup_noise <= 1.0:  # also refuses NaN
+            raise ConfigError("env: warmup_noise must be in [0, 1]")
+        if self.warmup_noise and not self.warmup_jobs:
+            raise ConfigError("env: warmup_noise needs warmup_jobs > 0 (it perturbs the warm-up)")
         if self.warmup_jobs and self.guide is None:
             raise ConfigError("env: warmup_jobs needs a guide (it schedules the warm-up)")
         if self.reward_baseline not in ("none", "guide"):

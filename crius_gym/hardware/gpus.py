@@ -8,9 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.yamlfile import load_yaml
 
 Dtype = Literal["fp16", "bf16", "fp32"]
 
@@ -216,8 +215,5 @@ def load_gpu_catalog(path: str | None = None) -> GPUCatalog:
     else:
         text = Path(path).read_text(encoding="utf-8")
         where = path
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputFileError(where, f"not valid YAML: {exc}") from exc
+    raw = load_yaml(text, where)
     return parse_gpu_catalog(raw, where)

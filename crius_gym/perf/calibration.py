@@ -19,6 +19,7 @@ import yaml
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.perf.framework import load_frameworks
+from crius_gym.yamlfile import load_yaml
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,8 @@ def load_calibrations(path: str | None = None) -> dict[str, Calibration]:
     else:
         with utf8_text(path):
             text, where = Path(path).read_text(encoding="utf-8"), path
+    raw = load_yaml(text, where)
     try:
-        raw = yaml.safe_load(text)
         return {
             str(name): parse_calibration(str(name), entry)
             for name, entry in raw["frameworks"].items()

@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, get_args
 
-import yaml
-
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.perf.layers import LayerKind
 from crius_gym.perf.plan import RECOMPUTE_MODES, Recompute
+from crius_gym.yamlfile import load_yaml
 
 _LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
 
@@ -160,7 +159,7 @@ def _parse(name: str, entry: Mapping[str, Any]) -> FrameworkProfile:
 def load_frameworks() -> dict[str, FrameworkProfile]:
     """Load the packaged framework profiles."""
     where = "crius_gym/data/frameworks.yaml"
-    raw = yaml.safe_load((resources.files("crius_gym") / "data" / "frameworks.yaml").read_text())
+    raw = load_yaml((resources.files("crius_gym") / "data" / "frameworks.yaml").read_text(), where)
     out: dict[str, FrameworkProfile] = {}
     for name, entry in raw["frameworks"].items():
         try:

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from crius_gym.errors import ConfigError
+from crius_gym.errors import ConfigError, InputFileError
 from crius_gym.pipeline.imports import import_closure
+from crius_gym.yamlfile import load_yaml_file
 
 KINDS = ("command", "train", "manual", "record")
 _STAGE_KEYS = {
@@ -218,8 +217,8 @@ def load_pipeline(
     """
     path = Path(path).resolve()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        raw = load_yaml_file(path)
+    except InputFileError as exc:
         raise ConfigError(f"{path}: cannot read the pipeline declaration: {exc}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("stages"), dict):
         raise ConfigError(f"{path}: expected a mapping with 'stages'")

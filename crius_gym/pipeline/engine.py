@@ -37,6 +37,7 @@ from doit.tools import config_changed
 from crius_gym.atomic import atomic_path
 from crius_gym.pipeline.declaration import Pipeline, Stage
 from crius_gym.pipeline.lock import ContentChecker, SortedJsonDB, file_sha256
+from crius_gym.yamlfile import load_yaml_file
 
 #: Environment variables a stage's commands see (read by :mod:`crius_gym.provenance`).
 STAGE_ENV = "CRIUS_GYM_STAGE"
@@ -228,7 +229,7 @@ class Engine:
         manifest = self.root / (train.manifest or "")
         if not manifest.is_file():
             return False
-        data = yaml.safe_load(manifest.read_text(encoding="utf-8")) or {}
+        data = load_yaml_file(manifest) or {}
         model = self.root / str(data.get("model", ""))
         return model.is_file() and file_sha256(model) == data.get("model_sha256")
 
@@ -408,7 +409,7 @@ class Engine:
         digest = self._inputs_digest(stage)
         state = json.loads(state_file.read_text()) if state_file.is_file() else {}
         meta_file = run_dir / "metadata.yaml"
-        meta = yaml.safe_load(meta_file.read_text()) if meta_file.is_file() else None
+        meta = load_yaml_file(meta_file) if meta_file.is_file() else None
         argvs = [self._argv(c, self.root / "results") for c in stage.cmd]
         if run_dir.is_dir() and state.get("digest") == digest and meta is not None:
             if meta.get("in_progress", True):
@@ -437,7 +438,7 @@ class Engine:
         meta_file = run_dir / "metadata.yaml"
         if not meta_file.is_file():
             return TaskFailed(f"{stage.name}: {meta_file} was not written")
-        meta = yaml.safe_load(meta_file.read_text(encoding="utf-8")) or {}
+        meta = load_yaml_file(meta_file) or {}
         if meta.get("in_progress", False):
             return TaskFailed(f"{stage.name}: {meta_file} says the run is still in progress")
         model = run_dir / "best_model.zip"

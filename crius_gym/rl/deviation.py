@@ -61,6 +61,7 @@ from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import METADATA_FILE, PolicyCompatibilityError, metadata_path, read_metadata
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.workload.job import Trace
+from crius_gym.yamlfile import load_yaml_file
 
 #: How a candidate's per-scenario figures are combined into its score.
 SCORES = ("worst", "mean")
@@ -311,6 +312,6 @@ def recorded_deployment(
 def record_selection(policy_dir: Path, selection: MarginSelection, command: str) -> None:
     """Store the selection as the ``deployment`` block of the run's ``metadata.yaml``."""
     path = policy_dir / METADATA_FILE
-    meta = yaml.safe_load(path.read_text()) or {}
+    meta = load_yaml_file(path) or {}
     meta["deployment"] = selection.as_metadata(command)
     atomic_write_text(path, yaml.safe_dump(meta, sort_keys=False))

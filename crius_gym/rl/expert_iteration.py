@@ -33,6 +33,7 @@ import yaml
 
 from crius_gym.atomic import atomic_write_text
 from crius_gym.errors import InputFileError
+from crius_gym.yamlfile import load_yaml_file
 
 #: Hyperparameters every round shares: present (no-future) labels and the bare network.
 BASE_OVERRIDES: tuple[str, ...] = (
@@ -119,9 +120,9 @@ class IterationLog:
         if not path.is_file():
             return cls(path, dict(settings))
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = load_yaml_file(path) or {}
             rounds = [RoundRecord(**r) for r in raw.get("rounds") or []]
-        except (yaml.YAMLError, TypeError) as exc:
+        except (TypeError, AttributeError) as exc:
             raise InputFileError(path, f"not an expert-iteration log: {exc}") from None
         saved = raw.get("settings") or {}
         diff = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))

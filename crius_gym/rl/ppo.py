@@ -7,13 +7,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from stable_baselines3.common.vec_env import VecEnv
 
 from crius_gym.bundled import agents_dir
-from crius_gym.errors import ConfigError, InputFileError, utf8_text
+from crius_gym.errors import ConfigError, InputFileError
 from crius_gym.rl.networks import RowScorerPolicy
 from crius_gym.rl.sequence_ppo import SequencePPO
+from crius_gym.yamlfile import load_yaml, load_yaml_file
 
 DEFAULT_AGENTS_FILE = agents_dir() / "ppo.yaml"
 PPO_KEYS = (
@@ -79,6 +79,11 @@ class PPOHyperparams:
         vine_margin: an action becomes a decision's label only if it beats the guide's by more
             than this (advantage in reward-scale units).
         vine_lr: Adam rate of the distillation.
+        vine_adv_norm: how the vine's advantages are scaled for PPO: ``batch`` (one root mean
+            square over the update's samples) or ``decision`` (each evaluated decision's
+            advantages divided by the spread of its own actions' costs, so that a crowded
+            state, where one action moves the JCT of hundreds of jobs, weighs no more in the
+            update than a small one: the per-group normalisation of GRPO, Shao et al. 2024).
         vine_future: the vine's rollouts run on the episode's trace, arrivals still to come
             included (hindsight labels); false: on a copy holding only the jobs already
             arrived, so a label is a function of the state (the lookahead scheduler's label
@@ -141,6 +146,7 @@ class PPOHyperparams:
     vine_replay: int = 20_000
     vine_margin: float = 0.0
     vine_lr: float = 1e-3
+    vine_adv_norm: Literal["batch", "decision"] = "batch"
     vine_future: bool = True
     vine_rollout_policy: str | None = None
     vine_horizon_s: float | None = None
@@ -166,6 +172,8 @@ class PPOHyperparams:
             raise ConfigError("vec_env must be dummy or subproc")
         if self.warm_start not in ("none", "crius"):
             raise ConfigError("warm_start must be none or crius")
+        if self.vine_adv_norm not in ("batch", "decision"):
+            raise ConfigError("vine_adv_norm must be batch or decision")
         for name in (
             "total_timesteps",
             "n_envs",
@@ -301,7 +309,7 @@ class _Linear:
 
 
 def _parse_value(text: str) -> Any:
-    value = yaml.safe_load(text)
+    value = load_yaml(text, f"--set value {text!r}")
     if isinstance(value, str):  # YAML 1.1 reads "1e-4" (no dot) as a string
         try:
             return float(value)
@@ -319,10 +327,11 @@ def resolve_hyperparams(
         InputFileError: the YAML is malformed or names an unknown key (file and key named).
     """
     try:
-        with utf8_text(path):
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputFileError(path, f"cannot read agent file: {exc}") from exc
+        raw = load_yaml_file(path) or {}
+    except InputFileError as exc:
+        raise InputFileError(
+            path, f"cannot read agent file: {exc.message}", row=exc.row, field=exc.field
+        ) from exc
     merged: dict[str, Any] = {}
     known = {f.name for f in fields(PPOHyperparams)}
     for block in ("default", scenario):
@@ -376,6 +385,7 @@ def make_model(
         vine_replay=hp.vine_replay,
         vine_margin=hp.vine_margin,
         vine_lr=hp.vine_lr,
+        vine_adv_norm=hp.vine_adv_norm,
         vine_future=hp.vine_future,
         vine_rollout_policy=hp.vine_rollout_policy,
         vine_horizon_s=hp.vine_horizon_s,

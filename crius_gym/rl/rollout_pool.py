@@ -17,8 +17,11 @@ sees a worker die, marks itself broken and shuts down at once.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import signal
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -27,14 +30,34 @@ from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 
 _ENV: CriusEnv | None = None
+PARENT_POLL_S = 0.5  # how often a worker checks that its trainer is still alive
 
 
-def _init(scenario: str, config: EnvConfig) -> None:
+def _exit_with(parent_pid: int) -> None:
+    """Exit this worker as soon as ``parent_pid`` is no longer its parent.
+
+    A trainer killed with SIGKILL cannot stop its workers, and they would wait for tasks for
+    as long as the machine runs (two idle processes of ~335 MB per killed run): a forked
+    worker holds the task pipe's write end too, so it never reads end-of-file. When the
+    parent dies the worker is re-parented (to init or a subreaper), which this notices.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)  # no clean-up to do: the worker holds nothing but its env
+
+    threading.Thread(target=watch, name="exit-with-trainer", daemon=True).start()
+
+
+def _init(scenario: str, config: EnvConfig, parent_pid: int | None = None) -> None:
     # A forked worker inherits the trainer's SIGTERM/SIGINT handlers (save a checkpoint, then
     # stop): with them, Pool.terminate() could not stop a worker waiting on a lock, and the run
     # hung at its end. Workers die on SIGTERM and leave Ctrl-C to the trainer.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        _exit_with(parent_pid)
     # A forked child inherits the parent's OpenMP thread pool in a state it cannot use: its
     # first parallel torch op (a network rollout's forward pass) waits for threads that do not
     # exist, for ever. One thread runs every op inline, outside that pool.
@@ -104,7 +127,7 @@ class RolloutPool:
             processes,
             mp_context=mp.get_context("fork"),
             initializer=_init,
-            initargs=(scenario, config),
+            initargs=(scenario, config, os.getpid()),
         )
 
     def costs(self, tasks: Sequence[tuple[CriusEnv, int]]) -> list[float]:

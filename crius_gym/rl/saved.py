@@ -12,8 +12,9 @@ from sb3_contrib import MaskablePPO
 from crius_gym.atomic import atomic_write_text
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.errors import CriusGymError
+from crius_gym.errors import CriusGymError, InputFileError
 from crius_gym.registration import COMPATIBLE_VERSIONS, ENV_VERSION, NAMESPACE, env_id, scenario_of
+from crius_gym.yamlfile import load_yaml_file
 
 METADATA_FILE = "metadata.yaml"
 
@@ -75,9 +76,10 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
             f"{model_path}: no {METADATA_FILE} beside it; was it saved by experiments/train_ppo.py?"
         )
     try:
-        data = yaml.safe_load(f.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise PolicyCompatibilityError(f"{f}: not readable YAML ({exc})") from exc
+        data = load_yaml_file(f)
+    except InputFileError as exc:
+        line = f", line {exc.row}" if exc.row is not None else ""
+        raise PolicyCompatibilityError(f"{f}{line}: not readable YAML ({exc.message})") from exc
     if not isinstance(data, dict):
         raise PolicyCompatibilityError(f"{f}: expected a mapping, got {type(data).__name__}")
     check_env_config(f, data.get("env_config"))

@@ -144,6 +144,9 @@ class SequencePPO(MaskablePPO):
         vine_margin: an evaluated action becomes the label only if it beats the guide's by more
             than this (advantage in reward-scale units).
         vine_lr: Adam rate of that distillation.
+        vine_adv_norm: ``batch``: advantages divided by their root mean square over the
+            update's samples; ``decision``: each decision's by the standard deviation of its
+            evaluated actions' costs (its own scale, whatever the cluster's size).
         vine_future: rollouts include the arrivals still to come (hindsight); False: only the
             jobs already arrived (labels that are a function of the state).
         vine_rollout_policy: a saved policy (.zip) deciding after each evaluated action
@@ -166,6 +169,7 @@ class SequencePPO(MaskablePPO):
         vine_replay: int = 20_000,
         vine_margin: float = 0.0,
         vine_lr: float = 1e-3,
+        vine_adv_norm: str = "batch",
         vine_future: bool = True,
         vine_rollout_policy: str | None = None,
         vine_horizon_s: float | None = None,
@@ -181,6 +185,7 @@ class SequencePPO(MaskablePPO):
         self.vine_replay = vine_replay
         self.vine_margin = vine_margin
         self.vine_lr = vine_lr
+        self.vine_adv_norm = vine_adv_norm
         self.vine_future = vine_future
         self.vine_rollout_policy = vine_rollout_policy
         self.vine_horizon_s = vine_horizon_s
@@ -463,9 +468,13 @@ class SequencePPO(MaskablePPO):
         for o, mask, logp, value, guide, tried, scale, costs in ready:
             flat = costs.result() if hasattr(costs, "result") else costs
             cost = dict(zip(tried, flat, strict=True))
+            adv_scale = scale
+            if self.vine_adv_norm == "decision":
+                spread = float(np.std(flat))
+                adv_scale = spread if spread > 0 else 1.0  # all equal: every advantage is 0
             for x in tried:
                 samples.append((o, x, value, float(logp[x]), mask))
-                advantages.append((cost[guide] - cost[x]) / scale)
+                advantages.append((cost[guide] - cost[x]) / adv_scale)
             best = min(tried, key=lambda x: (cost[x], x != guide))
             gain = (cost[guide] - cost[best]) / scale
             label = best if gain > self.vine_margin else guide
@@ -477,7 +486,7 @@ class SequencePPO(MaskablePPO):
         # Scaled, not centred: most deviations from the guide cost JCT, so centring would make
         # the guide's own action (advantage 0) look good and every small gain look bad.
         rms = float(np.sqrt(np.mean(adv**2)))
-        if rms > 0:
+        if rms > 0 and self.vine_adv_norm == "batch":
             adv = adv / rms
         returns = np.array([s[2] for s in samples], dtype=np.float32)  # = values: no critic target
         self.rollout_buffer = self._buffer(  # type: ignore[assignment]

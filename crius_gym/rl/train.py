@@ -51,6 +51,7 @@ from crius_gym.rl.ppo import PPOHyperparams, make_model
 from crius_gym.rl.saved import PolicyCompatibilityError, read_metadata, write_metadata
 from crius_gym.rl.sequence_ppo import SequencePPO
 from crius_gym.scenarios import Scenario, load_scenario
+from crius_gym.yamlfile import load_yaml_file
 
 EvalHook = Callable[[dict[str, float], Path], None]
 
@@ -169,9 +170,11 @@ class TrainOutcome:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, f"not readable YAML ({exc})") from exc
+        data = load_yaml_file(path)
+    except InputFileError as exc:
+        raise InputFileError(
+            path, f"not readable YAML ({exc.message})", row=exc.row, field=exc.field
+        ) from exc
     if not isinstance(data, dict):
         raise InputFileError(path, "expected a mapping")
     return data

@@ -51,10 +51,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from crius_gym.bundled import list_scenarios, scenario_dir
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.framework import get_framework
@@ -73,6 +71,7 @@ from crius_gym.workload.synthetic import (
     SyntheticConfig,
     synthetic_preset,
 )
+from crius_gym.yamlfile import load_yaml_file
 
 _TOP_KEYS = {
     "mix",
@@ -308,11 +307,5 @@ def load_scenario(name_or_path: str) -> Scenario:
         p = scenario_dir() / f"{name_or_path}.yaml"
         if not p.is_file():
             raise UnknownNameError("scenario", name_or_path, list_scenarios())
-    try:
-        with utf8_text(p):
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputFileError(p, f"not valid YAML: {exc}") from exc
-    except OSError as exc:
-        raise InputFileError(p, f"cannot read: {exc}") from exc
+    raw = load_yaml_file(p)
     return parse_scenario(raw, str(p), p.stem)

@@ -20,6 +20,7 @@ import argparse
 
 from crius_gym.bundled import list_scenarios
 from crius_gym.cli import (
+    SEED,
     add_data_dir_option,
     add_output_options,
     add_trace_options,
@@ -119,7 +120,7 @@ def parse_args() -> argparse.Namespace:
         "guide; no envelope). Several values evaluate each policy at each; explicit values "
         "are labelled ppo:<run>@<M> (default: recorded)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of every policy's random generator")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of every policy's random generator")
     p.add_argument(
         "--stochastic",
         action="store_true",

@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-import yaml
 from tqdm import tqdm
 
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
@@ -37,6 +36,7 @@ from crius_gym.rl.envelope import Envelope
 from crius_gym.rl.saved import load_policy, model_metadata, policy_file
 from crius_gym.scenarios import Scenario, load_scenario
 from crius_gym.sim.simulator import RunResult
+from crius_gym.yamlfile import load_yaml
 
 
 def policy_options(specs: list[str], scenario: str, policy: str) -> tuple[tuple[str, Any], ...]:
@@ -59,7 +59,7 @@ def policy_options(specs: list[str], scenario: str, policy: str) -> tuple[tuple[
                 "e.g. crius-sim-1280:crius-lookahead.horizon_s=3600"
             )
         if name == policy and where in ("", scenario):
-            out[key] = yaml.safe_load(value)
+            out[key] = load_yaml(value, f"--policy-option {spec!r}")
     return tuple(sorted(out.items()))
 
 

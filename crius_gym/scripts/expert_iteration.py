@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
-import yaml
 
 from crius_gym.atomic import atomic_write_text
-from crius_gym.cli import run_main
+from crius_gym.cli import COUNT, NONNEG, POSITIVE, SEED, run_main
 from crius_gym.provenance import Provenance
+from crius_gym.yamlfile import load_yaml_file
 
 if TYPE_CHECKING:  # the RL stack is imported in main(): --help answers at once
     from crius_gym.rl.expert_iteration import IterationLog
@@ -44,15 +44,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--name", default="ei", help="name of this iteration run (default: ei)")
-    p.add_argument("--rounds", type=int, default=3, help="rounds in all, round 0 included")
+    p.add_argument("--rounds", type=COUNT, default=3, help="rounds in all, round 0 included")
     p.add_argument("--scenario", default="mix", help="training scenario (default: mix)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every round's training")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of every round's training")
     p.add_argument(
-        "--total-timesteps", type=int, help="timesteps per round (default: agents/ppo.yaml)"
+        "--total-timesteps", type=COUNT, help="timesteps per round (default: agents/ppo.yaml)"
     )
     p.add_argument(
         "--horizon-s",
-        type=float,
+        type=POSITIVE,
         default=None,
         help="truncate the network's rollouts this many simulated seconds after the decision "
         "(default: none, rollouts to the end of the jobs present)",
@@ -71,11 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "policies as the Arena Philly trace does, docs/rl.md §2)",
     )
     p.add_argument(
-        "--val-traces", type=int, default=4, help="validation traces per scenario (default: 4)"
+        "--val-traces", type=COUNT, default=4, help="validation traces per scenario (default: 4)"
     )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=NONNEG,
         default=0.002,
         help="a round is kept when its score is lower than the best kept by more than this",
     )
@@ -102,7 +102,7 @@ def _finished(policy_dir: Path) -> bool:
     meta = policy_dir / "metadata.yaml"
     if not meta.is_file():
         return False
-    data = yaml.safe_load(meta.read_text()) or {}
+    data = load_yaml_file(meta) or {}
     return data.get("in_progress") is False and not data.get("interrupted")
 
 
@@ -126,7 +126,7 @@ def _train(args: argparse.Namespace, run: str, overrides: list[str]) -> float:
         done = subprocess.run(cmd, check=False)
         if done.returncode != 0:
             raise SystemExit(f"round {run}: training exited with {done.returncode}")
-    meta = yaml.safe_load((policy_dir / "metadata.yaml").read_text()) or {}
+    meta = load_yaml_file(policy_dir / "metadata.yaml") or {}
     return float(meta.get("train_seconds") or 0.0)
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 from crius_gym.atomic import atomic_path, atomic_write_text, refuse_overwrite
 from crius_gym.bundled import list_scenarios
 from crius_gym.cli import (
+    COUNT,
+    POSITIVE,
+    SEED,
     add_data_dir_option,
     add_output_options,
     add_trace_options,
@@ -60,17 +63,17 @@ def parse_args() -> argparse.Namespace:
         metavar="NAME",
         help=policy_names_help("policies to run", "crius fcfs random"),
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the policies' random generators")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the policies' random generators")
     p.add_argument(
         "--horizon",
-        type=float,
+        type=POSITIVE,
         metavar="SECONDS",
         help="stop at this simulated time and report unfinished jobs as such "
         "(default: run to completion)",
     )
     p.add_argument(
         "--iteration-divisor",
-        type=int,
+        type=COUNT,
         metavar="N",
         help="floor-divide the trace's num_iteration by N (default: the scenario's setting, else "
         "the artifact's convention: 5 for its simulate_trace_* files, 1 otherwise)",

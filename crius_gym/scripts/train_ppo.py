@@ -20,7 +20,7 @@ import signal
 from pathlib import Path
 
 from crius_gym.bundled import agents_dir, list_scenarios
-from crius_gym.cli import run_main
+from crius_gym.cli import COUNT, SEED, run_main
 from crius_gym.errors import InputFileError
 from crius_gym.provenance import Provenance
 
@@ -39,10 +39,10 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--total-timesteps",
-        type=int,
+        type=COUNT,
         help="env decisions to train for (default: from agents/ppo.yaml)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of PPO, the envs and the warm start")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of PPO, the envs and the warm start")
     p.add_argument("--out", default="results", help="root of the run folders (default: results/)")
     p.add_argument(
         "--run-name", help="name of the run folder (default: scenario, policy, seed and time)"
@@ -69,7 +69,7 @@ def parse_args() -> argparse.Namespace:
         choices=["none", "crius"],
         help="behaviour-clone the Crius heuristic before PPO (default: from the config)",
     )
-    p.add_argument("--n-envs", type=int, help="parallel envs (default: from the config)")
+    p.add_argument("--n-envs", type=COUNT, help="parallel envs (default: from the config)")
     p.add_argument(
         "--set",
         action="append",

@@ -14,9 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
-
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.yamlfile import load_yaml
 
 Dtype = Literal["fp16", "bf16", "fp32"]
 Optimizer = Literal["adamw", "adafactor", "sgd_momentum"]
@@ -333,10 +332,7 @@ def load_model_catalog(path: str | None = None) -> ModelCatalog:
     else:
         text = Path(path).read_text(encoding="utf-8")
         where = path
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputFileError(where, f"not valid YAML: {exc}") from exc
+    raw = load_yaml(text, where)
     return parse_model_catalog(raw, where)
 
 

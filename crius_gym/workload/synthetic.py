@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
 from crius_gym.errors import ConfigError, UnknownNameError
 from crius_gym.hardware.gpus import load_gpu_catalog
 from crius_gym.workload.job import Job, Trace
 from crius_gym.workload.models import ModelCatalog, load_model_catalog
+from crius_gym.yamlfile import load_yaml
 
 Arrival = Literal["poisson", "replay"]
 WeightedStr = tuple[tuple[str, float], ...]
@@ -603,7 +603,7 @@ def synthetic_preset(name: str) -> SyntheticConfig:
     if name == "philly":
         return SyntheticConfig()
     text = (resources.files("crius_gym") / "data" / PRESETS_FILE).read_text(encoding="utf-8")
-    raw = yaml.safe_load(text) or {}
+    raw = load_yaml(text, f"crius_gym/data/{PRESETS_FILE}") or {}
     if name not in raw:
         raise UnknownNameError("workload preset", name, ["philly", *raw])
     return SyntheticConfig.from_mapping(raw[name])

@@ -125,3 +125,29 @@ def test_sigterm_during_the_guide_margin_selection_keeps_the_trained_policy(tmp_
     assert meta["in_progress"] is False and meta["interrupted"] is False
     assert "deployment" not in meta and meta["timesteps"] >= 512
     assert (run / "model.zip").is_file()
+
+
+def test_sigkill_leaves_no_rollout_worker_behind(tmp_path):
+    """Issue 37, item 6: a trainer killed with SIGKILL cannot stop its rollout workers; they
+    notice that their parent is gone and exit (crius_gym/rl/rollout_pool.py)."""
+    import psutil
+
+    from crius_gym.rl.rollout_pool import PARENT_POLL_S
+
+    proc = start(tmp_path, "killed", extra=["--set", "rollout_workers=2"])
+    trainer = psutil.Process(proc.pid)
+    workers: list[psutil.Process] = []
+
+    def two_workers() -> bool:
+        workers[:] = trainer.children()
+        return len(workers) >= 2 or proc.poll() is not None
+
+    wait_for(two_workers)
+    assert proc.poll() is None and len(workers) == 2, proc.communicate()
+    proc.kill()
+    proc.wait()  # not communicate(): orphaned workers would hold its pipes open
+    _, alive = psutil.wait_procs(workers, timeout=20 * PARENT_POLL_S + 10)
+    for p in alive:  # do not leave them to the next test either
+        p.kill()
+    proc.communicate()
+    assert not alive, f"rollout workers still alive after the trainer's SIGKILL: {alive}"

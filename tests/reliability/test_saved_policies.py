@@ -52,7 +52,7 @@ def test_truncated_reference_policy_is_refused(tmp_path, env):
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("env_version: [unclosed\n", "metadata.yaml: not readable YAML"),
+        ("env_version: [unclosed\n", "metadata.yaml, line 2: not readable YAML"),
         ("- a list\n", "metadata.yaml: expected a mapping"),
         ("run: x\nenv_version: 4\nenv_config: {}\n", "incomplete metadata, missing"),
         ("run: x\nenv_version: 4\n", "field .env_config.: missing"),

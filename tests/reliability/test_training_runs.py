@@ -109,7 +109,7 @@ def test_broken_run_config_names_the_file(tmp_path):
     d = tmp_path / "policies" / "r"
     d.mkdir(parents=True)
     (d / "config.yaml").write_text("scenario: [unclosed\n")
-    with pytest.raises(Exception, match=r"config.yaml: not readable YAML"):
+    with pytest.raises(Exception, match=r"config.yaml, line 2: not readable YAML"):
         TrainSpec.from_saved(d, tmp_path / "runs" / "r", {})
 
 
