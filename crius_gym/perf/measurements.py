@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from crius_gym.csvlines import records_with_lines
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
 from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
@@ -340,16 +341,23 @@ def read_measurements(path: str | Path, catalog: GPUCatalog | None = None) -> li
     """
     p = str(path)
     with utf8_text(path), open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(line for line in fh if not line.startswith("#"))
-        if reader.fieldnames is None:
+        records = records_with_lines(fh, comments=True)
+        first = next(records, None)
+        if first is None:
             raise InputFileError(p, "file is empty")
-        missing = [c for c in (*REQUIRED, "measured_iter_time_s") if c not in reader.fieldnames]
+        header = first[1]
+        missing = [c for c in (*REQUIRED, "measured_iter_time_s") if c not in header]
         if missing:
             raise InputFileError(p, f"missing column(s): {', '.join(missing)}")
-        start = first_data_line(path)
-        return [
-            parse_measurement_row(row, p, i, catalog) for i, row in enumerate(reader, start=start)
-        ]
+        out = []
+        for line, record in records:  # the line an editor shows, comments and all
+            if len(record) > len(header):
+                raise InputFileError(
+                    p, f"row has {len(record)} fields, the header {len(header)}", row=line
+                )
+            row = {h: (record[i] if i < len(record) else None) for i, h in enumerate(header)}
+            out.append(parse_measurement_row(row, p, line, catalog))  # type: ignore[arg-type]
+        return out
 
 
 def write_measurements_csv(rows: Iterable[dict[str, str]], path: str | Path) -> None:

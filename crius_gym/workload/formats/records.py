@@ -9,7 +9,6 @@ JSON list, the entry's 1-based position) and a reason that starts with the field
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from crius_gym.csvlines import records_with_lines
 from crius_gym.errors import InputFileError, utf8_text
 from crius_gym.workload.job import TraceIssue
 from crius_gym.workload.models import ModelSpec
@@ -210,10 +210,10 @@ def csv_rows(
     # utf-8-sig: a byte-order mark would otherwise become part of the first column name.
     source = "expected"
     with utf8_text(path), path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
+        reader = records_with_lines(fh)  # each row's first physical line, as an editor shows
         if columns is None:
             source = "header has"
-            header = next(reader, None)
+            header = next(reader, (0, None))[1]
             if header is None or not any(h.strip() for h in header):
                 raise InputFileError(path, "empty file: expected a header line")
             columns = tuple(h.strip() for h in header)
@@ -224,10 +224,7 @@ def csv_rows(
                     )
         wanted = set(required) | set(optional)
         index = {c: i for i, c in enumerate(columns) if c in wanted}
-        for record in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in record):
-                continue  # blank line
+        for line, record in reader:
             if len(record) > len(columns):
                 collector.skip(line, f"row has {len(record)} fields, {source} {len(columns)}")
                 continue
