@@ -206,6 +206,35 @@ def _opt_bool(row: dict[str, str], key: str, path: str, line: int) -> bool | Non
     raise InputFileError(path, f"{raw!r} is not true/false", row=line, field=key)
 
 
+def _check_plan_fits(layout: Layout, tp: int | None, pp: int | None, path: str, line: int) -> None:
+    """Refuse a plan that cannot exist on the row's GPUs (issue 37: rows physically possible).
+
+    The data-parallel degree is what is left, ``num_gpus / (tp x pp)``, so tp x pp must divide
+    the GPU count; a tensor-parallel group is part of one node or whole nodes, so tp divides
+    ``gpus_per_node`` or is a multiple of it. (Not "at most a node": a published run in
+    ``data/published_runs.csv`` measured tensor parallelism 16 over two 8-GPU nodes.)
+    """
+    gpus = layout.num_gpus
+    per_node = layout.gpus_per_node
+    if tp is not None and per_node % tp and tp % per_node:
+        raise InputFileError(
+            path,
+            f"tensor_parallel {tp} neither divides gpus_per_node {per_node} nor is a multiple "
+            "of it: a tensor-parallel group is part of one node or whole nodes",
+            row=line,
+            field="tensor_parallel",
+        )
+    if gpus % ((tp or 1) * (pp or 1)):
+        raise InputFileError(
+            path,
+            f"tensor_parallel x pipeline_parallel = {(tp or 1) * (pp or 1)} does not divide the "
+            f"{gpus} GPUs ({layout.num_nodes} nodes x {layout.gpus_per_node}): no whole "
+            "data-parallel degree",
+            row=line,
+            field="pipeline_parallel" if pp is not None else "tensor_parallel",
+        )
+
+
 def parse_measurement_row(
     row: dict[str, str], path: str, line: int, catalog: GPUCatalog | None = None
 ) -> Measurement:
@@ -306,6 +335,9 @@ def parse_measurement_row(
             row=line,
             field="framework",
         )
+    tp = _opt_int(row, "tensor_parallel", path, line)
+    pp = _opt_int(row, "pipeline_parallel", path, line)
+    _check_plan_fits(layout, tp, pp, path, line)
     return Measurement(
         line=line,
         source_file=path,
@@ -315,8 +347,8 @@ def parse_measurement_row(
         gpu_type=gpu_type,
         layout=layout,
         framework=framework,
-        tensor_parallel=_opt_int(row, "tensor_parallel", path, line),
-        pipeline_parallel=_opt_int(row, "pipeline_parallel", path, line),
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
         microbatch_size=_opt_int(row, "microbatch_size", path, line),
         recompute=recompute,
         interleave=_opt_int(row, "interleave", path, line),
