@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
-from crius_gym.yamlfile import load_yaml
+from crius_gym.yamlfile import load_yaml, load_yaml_file
 
 Dtype = Literal["fp16", "bf16", "fp32"]
 
@@ -213,7 +213,7 @@ def load_gpu_catalog(path: str | None = None) -> GPUCatalog:
         text = source.read_text(encoding="utf-8")
         where: str = "crius_gym/data/gpus.yaml"
     else:
-        text = Path(path).read_text(encoding="utf-8")
-        where = path
+        raw, where = load_yaml_file(path), path
+        return parse_gpu_catalog(raw, where)
     raw = load_yaml(text, where)
     return parse_gpu_catalog(raw, where)

@@ -12,14 +12,13 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from crius_gym.errors import ConfigError, InputFileError, UnknownNameError, utf8_text
+from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
 from crius_gym.perf.framework import load_frameworks
-from crius_gym.yamlfile import load_yaml
+from crius_gym.yamlfile import load_yaml, load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -181,16 +180,15 @@ def load_calibrations(path: str | None = None) -> dict[str, Calibration]:
     if path is None:
         text = (resources.files("crius_gym") / "data" / "calibration.yaml").read_text()
         where = "crius_gym/data/calibration.yaml"
+        raw = load_yaml(text, where)
     else:
-        with utf8_text(path):
-            text, where = Path(path).read_text(encoding="utf-8"), path
-    raw = load_yaml(text, where)
+        raw, where = load_yaml_file(path), path
     try:
         return {
             str(name): parse_calibration(str(name), entry)
             for name, entry in raw["frameworks"].items()
         }
-    except (yaml.YAMLError, KeyError, TypeError, ValueError, ConfigError) as exc:
+    except (yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise InputFileError(where, f"invalid calibration: {exc}") from exc
 
 

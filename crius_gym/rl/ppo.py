@@ -332,6 +332,8 @@ def resolve_hyperparams(
         raise InputFileError(
             path, f"cannot read agent file: {exc.message}", row=exc.row, field=exc.field
         ) from exc
+    if not isinstance(raw, Mapping):
+        raise InputFileError(path, "expected a mapping of blocks (default, then one per scenario)")
     merged: dict[str, Any] = {}
     known = {f.name for f in fields(PPOHyperparams)}
     for block in ("default", scenario):

@@ -7,6 +7,7 @@ memory) is computed in :mod:`crius_gym.perf.layers`.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
-from crius_gym.yamlfile import load_yaml
+from crius_gym.yamlfile import load_yaml, load_yaml_file
 
 Dtype = Literal["fp16", "bf16", "fp32"]
 Optimizer = Literal["adamw", "adafactor", "sgd_momentum"]
@@ -247,12 +248,17 @@ def build_model(name: str, family: str, values: Mapping[str, Any]) -> ModelSpec:
                     else str(raw).strip().lower() in ("1", "true", "yes")
                 )
             elif ftype == "int":
-                kwargs[f.name] = int(float(raw))
+                number = float(raw)
+                if not number.is_integer():  # 2.5 is not 2; inf and nan are not integers
+                    raise ValueError(raw)
+                kwargs[f.name] = int(number)
             elif ftype == "float":
                 kwargs[f.name] = float(raw)
+                if not math.isfinite(kwargs[f.name]):
+                    raise ValueError(raw)
             else:
                 kwargs[f.name] = str(raw).strip()
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise ConfigError(
                 f"model {name}: field {f.name}={raw!r} is not a valid {ftype}"
             ) from exc
@@ -310,12 +316,19 @@ def parse_model_catalog(raw: Mapping[str, Any], path: str | Path) -> ModelCatalo
     if not isinstance(raw, Mapping) or "models" not in raw:
         raise InputFileError(path, "expected a top-level key 'models'")
     defaults: Mapping[str, Mapping[str, Any]] = raw.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise InputFileError(path, "must map families to default values", field="defaults")
+    if not isinstance(raw["models"], Mapping):
+        raise InputFileError(path, "must map model names to their fields", field="models")
     models: dict[str, ModelSpec] = {}
     for name, entry in raw["models"].items():
         if not isinstance(entry, Mapping) or "family" not in entry:
             raise InputFileError(path, "each model needs a 'family'", field=f"models.{name}")
         family = str(entry["family"])
-        values = {**defaults.get(family, {}), **entry}
+        family_defaults = defaults.get(family) or {}
+        if not isinstance(family_defaults, Mapping):
+            raise InputFileError(path, "must be a mapping", field=f"defaults.{family}")
+        values = {**family_defaults, **entry}
         try:
             models[str(name)] = build_model(str(name), family, values)
         except (ConfigError, UnknownNameError) as exc:
@@ -330,8 +343,8 @@ def load_model_catalog(path: str | None = None) -> ModelCatalog:
         text = (resources.files("crius_gym") / "data" / "models.yaml").read_text(encoding="utf-8")
         where = "crius_gym/data/models.yaml"
     else:
-        text = Path(path).read_text(encoding="utf-8")
-        where = path
+        raw, where = load_yaml_file(path), path
+        return parse_model_catalog(raw, where)
     raw = load_yaml(text, where)
     return parse_model_catalog(raw, where)
 
