@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from crius_gym.eval.resume import RunStore
 from crius_gym.perf.tuner import Tuner
 from crius_gym.plugins import make_policy
 from crius_gym.scenarios import Scenario
@@ -27,6 +28,7 @@ def run_policies(
     tuner: Tuner | None = None,
     progress: bool = True,
     policy_factory: Callable[[str], Policy] | None = None,
+    store: RunStore | None = None,
 ) -> list[RunResult]:
     """Every policy on every trace (policy-major order), same seed for all.
 
@@ -43,6 +45,9 @@ def run_policies(
         progress: show a progress bar of finished jobs per run.
         policy_factory: builds a policy from a name (default:
             :func:`crius_gym.plugins.make_policy` with the scenario).
+        store: runs an interrupted call with the same output folder finished are taken from
+            it, and each new one is stored as it finishes (the default factory only: a custom
+            one may build other policies under the same names).
     """
     tuner = tuner or scenario.make_tuner(ground_truth, data_dir)
     sim = scenario.make_simulator(tuner, ground_truth, data_dir)
@@ -52,8 +57,18 @@ def run_policies(
 
     make = policy_factory or from_scenario
     out = []
+    keyed = store is not None and policy_factory is None
     for name in policies:
         for trace in traces:
+            key = ""
+            if keyed:
+                assert store is not None
+                key = store.key(
+                    "run", scenario, name, trace, seed, horizon_s, ground_truth, str(data_dir)
+                )
+                if (hit := store.get(key)) is not None:
+                    out.append(hit)
+                    continue
             policy = make(name)
             bar = tqdm(
                 total=len(trace.jobs),
@@ -76,4 +91,7 @@ def run_policies(
                 )
             )
             bar.close()
+            if keyed:
+                assert store is not None
+                store.put(key, out[-1])
     return out

@@ -2,7 +2,8 @@
 
 A task names everything its run needs (scenario, trace, policy, seed); :func:`execute` rebuilds
 the rest, so a task gives the same result in this process or on any Ray worker. ``run_tasks``
-keeps the input order, so serial and parallel evaluation produce identical tables.
+keeps the input order, so serial and parallel evaluation produce identical tables, and with a
+:class:`~crius_gym.eval.resume.RunStore` an interrupted evaluation resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crius_gym.eval.resume import RunStore, file_digest
 from crius_gym.rl.envelope import Envelope
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
@@ -152,11 +154,18 @@ def execute(task: Task) -> TaskResult:
     )
 
 
+def task_key(task: Task, store: RunStore) -> str:
+    """The key of a task's run: the task, the saved model's bytes for an agent, the code."""
+    model = file_digest(task.model_path) if isinstance(task, AgentTask) else None
+    return store.key("task", task, model)
+
+
 def run_tasks(
     tasks: Sequence[Task],
     use_ray: bool = False,
     address: str | None = None,
     on_done: Callable[[int, int], None] | None = None,
+    store: RunStore | None = None,
 ) -> list[TaskResult]:
     """Execute tasks, serially or as Ray tasks (one CPU each); results in input order.
 
@@ -166,14 +175,30 @@ def run_tasks(
         address: an existing Ray cluster (default: start a private local one, even when
             ``$RAY_ADDRESS`` is set or a cluster runs on the machine).
         on_done: progress callback ``(done, total)``.
+        store: finished runs of an earlier, interrupted call with the same output folder are
+            taken from it, and each new one is stored as soon as it finishes.
     """
-    if not use_ray:
-        out = []
-        for i, t in enumerate(tasks):
-            out.append(execute(t))
-            if on_done:
-                on_done(i + 1, len(tasks))
-        return out
+    keys = [task_key(t, store) for t in tasks] if store is not None else []
+    found: dict[int, TaskResult] = {}
+    if store is not None:
+        for i, key in enumerate(keys):
+            if (hit := store.get(key)) is not None:
+                found[i] = hit
+    todo = [i for i in range(len(tasks)) if i not in found]
+    if on_done and found:
+        on_done(len(found), len(tasks))
+
+    def keep(i: int, res: TaskResult) -> None:
+        found[i] = res
+        if store is not None:
+            store.put(keys[i], res)
+        if on_done:
+            on_done(len(found), len(tasks))
+
+    if not use_ray or not todo:
+        for i in todo:
+            keep(i, execute(tasks[i]))
+        return [found[i] for i in range(len(tasks))]
     import ray
 
     started = not ray.is_initialized()
@@ -183,13 +208,13 @@ def run_tasks(
         ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1)(execute)
-        refs = [remote.remote(t) for t in tasks]
-        pending = list(refs)
+        index = {remote.remote(tasks[i]): i for i in todo}
+        pending = list(index)
         while pending:
-            _, pending = ray.wait(pending, num_returns=1)
-            if on_done:
-                on_done(len(refs) - len(pending), len(refs))
-        return list(ray.get(refs))
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                keep(index[ref], ray.get(ref))
+        return [found[i] for i in range(len(tasks))]
     finally:
         if started:
             ray.shutdown()

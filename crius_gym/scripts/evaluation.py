@@ -24,6 +24,7 @@ from crius_gym.eval.curves import plot_learning_curves, read_scalars
 from crius_gym.eval.gantt import gantt_file_name, plot_gantt
 from crius_gym.eval.headline import headline_frame, headline_markdown
 from crius_gym.eval.plots import plot_cdf, plot_throughput
+from crius_gym.eval.resume import RunStore
 from crius_gym.eval.tables import aggregate, markdown_table, summary_frame
 from crius_gym.eval.tasks import AgentTask, HeuristicTask, Task, run_tasks
 from crius_gym.eval.trace_sets import check_requests, trace_files, trace_set
@@ -218,7 +219,10 @@ def evaluate_scenario(
     def advance(finished: int, _total: int) -> None:
         bar.update(finished - bar.n)
 
-    done = run_tasks(tasks, use_ray=args.ray, address=args.address, on_done=advance)
+    store = RunStore(out)  # runs of an interrupted call with this --out are reused
+    done = run_tasks(tasks, use_ray=args.ray, address=args.address, on_done=advance, store=store)
+    if store.reused:
+        print(f"{scenario.name}: {store.reused} run(s) reused from {store.folder}", flush=True)
     bar.close()
     wall = time.perf_counter() - t0
     results: list[RunResult] = [d.result for d in done]
@@ -326,15 +330,16 @@ def run(args: argparse.Namespace) -> None:
     prov = Provenance.capture()
     out = Path(args.out)
     names = [load_scenario(args.scenario).name, *(load_scenario(n).name for n in args.transfer)]
-    refuse_overwrite(
-        [
-            out / args.report_name,
-            out / "learning_curve.png",
-            *(out / f"evaluation_{n}.csv" for n in names),
-            *(out / f"eval_{n}" for n in names),
-        ],
-        args.force,
-    )
+    if not RunStore(out).folder.is_dir():  # else: an interrupted call's own partial outputs
+        refuse_overwrite(
+            [
+                out / args.report_name,
+                out / "learning_curve.png",
+                *(out / f"evaluation_{n}.csv" for n in names),
+                *(out / f"eval_{n}" for n in names),
+            ],
+            args.force,
+        )
     out.mkdir(parents=True, exist_ok=True)
     heuristics = list(args.policies) if args.policies is not None else list(default_set())
     check_heuristics(
@@ -393,4 +398,5 @@ def run(args: argparse.Namespace) -> None:
             "",
         ]
     atomic_write_text(out / args.report_name, "\n".join(sections))
+    RunStore(out).clear()  # every report is written: the stored runs are no longer needed
     print(f"wrote {out / args.report_name}")

@@ -32,6 +32,7 @@ from crius_gym.cli import (
     run_main,
 )
 from crius_gym.errors import ConfigError
+from crius_gym.eval.resume import RunStore
 from crius_gym.policies.registry import describe
 from crius_gym.provenance import Provenance
 
@@ -117,7 +118,11 @@ def main() -> None:
     names = [load_scenario(n).name for n in args.scenario]
     for n in args.scenario:  # every name resolves and builds before the first run
         check_policies(args.policies, load_scenario(n))
-    refuse_overwrite([out / args.report_name, *(out / n for n in names)], args.force)
+    # Runs of an interrupted call with this --out are reused (crius_gym/eval/resume.py); its
+    # partial outputs are this command's own, so only a finished run's are protected.
+    store = RunStore(out)
+    if not store.folder.is_dir():
+        refuse_overwrite([out / args.report_name, *(out / n for n in names)], args.force)
     sections = [
         "# Rule-based schedulers",
         "",
@@ -176,6 +181,7 @@ def main() -> None:
             data_dir=args.data_dir,
             tuner=tuner,
             progress=not args.no_progress,
+            store=store,
         )
         wall = time.perf_counter() - t0
         d = out / scenario.name
@@ -279,6 +285,9 @@ def main() -> None:
         ]
         print(table, flush=True)
     atomic_write_text(out / args.report_name, "\n".join(sections))
+    if store.reused:
+        print(f"{store.reused} run(s) reused from {store.folder}")
+    store.clear()
     print(f"wrote {out / args.report_name}")
 
 
