@@ -78,6 +78,10 @@ class PPOHyperparams:
         vine_replay: labelled decisions kept for that distillation (oldest dropped).
         vine_margin: an action becomes a decision's label only if it beats the guide's by more
             than this (advantage in reward-scale units).
+        vine_rel_margin: an action becomes a decision's label only if it also lowers the
+            rollout's summed time in system by more than this fraction of the guide's action's
+            (0: no such condition). In a crowded state hundreds of jobs' times add up, so an
+            absolute margin lets small relative gains through there.
         vine_lr: Adam rate of the distillation.
         vine_adv_norm: how the vine's advantages are scaled for PPO: ``batch`` (one root mean
             square over the update's samples) or ``decision`` (each evaluated decision's
@@ -145,6 +149,7 @@ class PPOHyperparams:
     vine_distill_batches: int = 8
     vine_replay: int = 20_000
     vine_margin: float = 0.0
+    vine_rel_margin: float = 0.0
     vine_lr: float = 1e-3
     vine_adv_norm: Literal["batch", "decision"] = "batch"
     vine_future: bool = True
@@ -172,6 +177,8 @@ class PPOHyperparams:
             raise ConfigError("vec_env must be dummy or subproc")
         if self.warm_start not in ("none", "crius"):
             raise ConfigError("warm_start must be none or crius")
+        if not 0.0 <= self.vine_rel_margin < 1.0:  # also refuses NaN
+            raise ConfigError("vine_rel_margin must be in [0, 1)")
         if self.vine_adv_norm not in ("batch", "decision"):
             raise ConfigError("vine_adv_norm must be batch or decision")
         for name in (
@@ -326,12 +333,7 @@ def resolve_hyperparams(
     Raises:
         InputFileError: the YAML is malformed or names an unknown key (file and key named).
     """
-    try:
-        raw = load_yaml_file(path) or {}
-    except InputFileError as exc:
-        raise InputFileError(
-            path, f"cannot read agent file: {exc.message}", row=exc.row, field=exc.field
-        ) from exc
+    raw = load_yaml_file(path) or {}  # its errors name the file, line and key
     if not isinstance(raw, Mapping):
         raise InputFileError(path, "expected a mapping of blocks (default, then one per scenario)")
     merged: dict[str, Any] = {}
@@ -386,6 +388,7 @@ def make_model(
         vine_distill_batches=hp.vine_distill_batches,
         vine_replay=hp.vine_replay,
         vine_margin=hp.vine_margin,
+        vine_rel_margin=hp.vine_rel_margin,
         vine_lr=hp.vine_lr,
         vine_adv_norm=hp.vine_adv_norm,
         vine_future=hp.vine_future,

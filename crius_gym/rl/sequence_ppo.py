@@ -143,6 +143,9 @@ class SequencePPO(MaskablePPO):
         vine_replay: labelled decisions kept (the oldest are dropped).
         vine_margin: an evaluated action becomes the label only if it beats the guide's by more
             than this (advantage in reward-scale units).
+        vine_rel_margin: an evaluated action becomes the label only if it also lowers the
+            rollout's summed time in system by more than this fraction of the guide's (so in a
+            crowded state, where hundreds of jobs' times add up, a small gain keeps the guide).
         vine_lr: Adam rate of that distillation.
         vine_adv_norm: ``batch``: advantages divided by their root mean square over the
             update's samples; ``decision``: each decision's by the standard deviation of its
@@ -168,6 +171,7 @@ class SequencePPO(MaskablePPO):
         vine_distill_batches: int = 8,
         vine_replay: int = 20_000,
         vine_margin: float = 0.0,
+        vine_rel_margin: float = 0.0,
         vine_lr: float = 1e-3,
         vine_adv_norm: str = "batch",
         vine_future: bool = True,
@@ -184,6 +188,7 @@ class SequencePPO(MaskablePPO):
         self.vine_distill_batches = vine_distill_batches
         self.vine_replay = vine_replay
         self.vine_margin = vine_margin
+        self.vine_rel_margin = vine_rel_margin
         self.vine_lr = vine_lr
         self.vine_adv_norm = vine_adv_norm
         self.vine_future = vine_future
@@ -477,7 +482,9 @@ class SequencePPO(MaskablePPO):
                 advantages.append((cost[guide] - cost[x]) / adv_scale)
             best = min(tried, key=lambda x: (cost[x], x != guide))
             gain = (cost[guide] - cost[best]) / scale
-            label = best if gain > self.vine_margin else guide
+            relative = (cost[guide] - cost[best]) / cost[guide] if cost[guide] > 0 else 0.0
+            better = gain > self.vine_margin and relative > self.vine_rel_margin
+            label = best if better else guide
             self._replay.append(o, mask, label, label != guide)
         if not samples:  # no decision evaluated yet: nothing to learn from this phase
             samples.append((obs[0], 0, 0.0, 0.0, np.ones_like(_masks(env.envs[0]))))
