@@ -14,31 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode
 
 from crius_gym.errors import InputFileError, utf8_text
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that gives one key twice."""
-
-
-def _check_unique(loader: _UniqueKeyLoader, node: MappingNode) -> None:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == _MERGE_TAG:  # '<<: *anchor' merges; explicit keys may override it
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            first = seen.get(key)
-        except TypeError:  # an unhashable key: PyYAML refuses it itself
-            continue
-        line = key_node.start_mark.line + 1
-        if first is not None:
-            raise _DuplicateKey(key, first, line)
-        seen[key] = line
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -49,17 +29,25 @@ class _DuplicateKey(yaml.YAMLError):
         self.line = line
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: Node, deep: bool = False) -> Any:
-    if isinstance(node, MappingNode):
-        _check_unique(loader, node)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)  # type: ignore[arg-type]
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives one key twice."""
 
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    lambda loader, node: loader.construct_mapping(node),  # type: ignore[arg-type]
-)
-_UniqueKeyLoader.construct_mapping = _construct_mapping  # type: ignore[assignment,method-assign]
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping of ``node``, once its explicit keys are known to be distinct."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # '<<: *anchor' merges; explicit keys may override
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: PyYAML refuses it itself
+                continue
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise _DuplicateKey(key, first, line)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_yaml(text: str, source: str | Path) -> Any:
