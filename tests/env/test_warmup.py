@@ -69,3 +69,27 @@ def test_warm_up_is_deterministic_and_leaves_held_out_traces_alone():
 def test_warm_up_config_is_checked(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         EnvConfig(**kwargs)
+
+
+def test_warmup_noise_is_validated():
+    with pytest.raises(ConfigError, match="warmup_noise must be in"):
+        EnvConfig(warmup_jobs=10, warmup_noise=1.5)
+    with pytest.raises(ConfigError, match="warmup_noise must be in"):
+        EnvConfig(warmup_jobs=10, warmup_noise=float("nan"))
+    with pytest.raises(ConfigError, match="needs warmup_jobs"):
+        EnvConfig(warmup_noise=0.5)
+
+
+def test_warmup_noise_builds_a_queue_and_is_seeded():
+    """Noisy warm-ups wait where the guide starts jobs, so more jobs wait at the hand-over than
+    after the guide's own warm-up; the same seed gives the same state."""
+
+    def waiting(noise: float, seed: int) -> int:
+        env = CriusEnv("hetero-64", EnvConfig(episode_jobs=10, warmup_jobs=60, warmup_noise=noise))
+        env.reset(seed=seed)
+        return len(env.sim.waiting_indices)
+
+    plain = [waiting(0.0, s) for s in range(4)]
+    noisy = [waiting(1.0, s) for s in range(4)]
+    assert sum(noisy) > sum(plain)
+    assert noisy == [waiting(1.0, s) for s in range(4)]
