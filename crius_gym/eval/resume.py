@@ -43,6 +43,27 @@ def file_digest(path: str | Path) -> str:
     return sha.hexdigest()
 
 
+def policy_source_digest(name: str) -> str | None:
+    """SHA-256 of a plug-in policy's source file (``file.py:Class`` or ``module:Class``).
+
+    The package's own policies are covered by :func:`code_digest`; a user's plug-in is not, so
+    an edited plug-in gets new keys and its runs are redone.
+    """
+    if ":" not in name:
+        return None
+    target = name.rsplit(":", 1)[0]
+    if target.endswith(".py"):
+        return file_digest(target) if Path(target).is_file() else None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return file_digest(origin) if origin and Path(origin).is_file() else None
+
+
 class RunStore:
     """Finished runs of one output folder, keyed by what determines them.
 

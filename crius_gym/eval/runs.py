@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from crius_gym.eval.resume import RunStore
+from crius_gym.eval.resume import RunStore, policy_source_digest
 from crius_gym.perf.tuner import Tuner
 from crius_gym.plugins import make_policy
 from crius_gym.scenarios import Scenario
@@ -64,7 +64,15 @@ def run_policies(
             if keyed:
                 assert store is not None
                 key = store.key(
-                    "run", scenario, name, trace, seed, horizon_s, ground_truth, str(data_dir)
+                    "run",
+                    scenario,
+                    name,
+                    policy_source_digest(name),
+                    trace,
+                    seed,
+                    horizon_s,
+                    ground_truth,
+                    str(data_dir),
                 )
                 if (hit := store.get(key)) is not None:
                     out.append(hit)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crius_gym.eval.resume import RunStore, file_digest
+from crius_gym.eval.resume import RunStore, file_digest, policy_source_digest
 from crius_gym.rl.envelope import Envelope
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
@@ -156,8 +156,9 @@ def execute(task: Task) -> TaskResult:
 
 def task_key(task: Task, store: RunStore) -> str:
     """The key of a task's run: the task, the saved model's bytes for an agent, the code."""
-    model = file_digest(task.model_path) if isinstance(task, AgentTask) else None
-    return store.key("task", task, model)
+    if isinstance(task, AgentTask):
+        return store.key("task", task, file_digest(task.model_path))
+    return store.key("task", task, policy_source_digest(task.policy))
 
 
 def run_tasks(

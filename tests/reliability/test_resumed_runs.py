@@ -81,3 +81,15 @@ def test_evaluation_tasks_resume_from_a_store(tmp_path):
     again = summary_frame([r.result for r in run_tasks(tasks, store=resumed)])
     assert resumed.reused == len(tasks) - 1
     pd.testing.assert_frame_equal(whole, again)
+
+
+def test_an_edited_plug_in_is_run_again(tmp_path):
+    """Plug-in policies are outside the package's code digest: their file is in the key."""
+    from crius_gym.eval.resume import policy_source_digest
+
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("X = 1\n")
+    before = policy_source_digest(f"{plugin}:Mine")
+    plugin.write_text("X = 2\n")
+    assert before is not None and policy_source_digest(f"{plugin}:Mine") != before
+    assert policy_source_digest("crius") is None  # the package's own: in code_digest()
