@@ -58,8 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--force", action="store_true", help="replace existing outputs")
     args = p.parse_args(argv)
-    if args.traces < 1 or args.every < 1:
-        p.error("--traces and --every must be >= 1")
     prov = Provenance.capture()
     out = args.out or Path("results/tmp") / f"labels-{time.strftime('%Y%m%d-%H%M%S')}"
     report, table = out / "labels.md", out / "labels.csv"

@@ -180,12 +180,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--force", action="store_true", help="replace existing outputs")
     args = p.parse_args(argv)
-    for name in ("max_traces", "max_jobs"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.audit < 0:
-        p.error("--audit must be >= 0")
     prov = Provenance.capture()
     out = args.out or Path("results/tmp") / f"lookahead-{time.strftime('%Y%m%d-%H%M%S')}"
     report, table = out / "lookahead.md", out / "lookahead.csv"

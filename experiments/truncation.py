@@ -66,8 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--force", action="store_true", help="replace existing outputs")
     args = p.parse_args(argv)
-    if args.traces < 1 or args.every < 1 or not all(h > 0 for h in args.horizons_s):
-        p.error("--traces and --every must be >= 1 and every horizon > 0")
     prov = Provenance.capture()
     out = args.out or Path("results/tmp") / f"truncation-{time.strftime('%Y%m%d-%H%M%S')}"
     report, table = out / "truncation.md", out / "truncation.csv"

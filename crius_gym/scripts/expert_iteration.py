@@ -93,8 +93,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-progress", action="store_true", help="hide the training progress bars")
     args = p.parse_args(argv)
-    if args.rounds < 1:
-        p.error("--rounds must be >= 1")
     return args
 
 
