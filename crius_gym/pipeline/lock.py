@@ -9,7 +9,6 @@ indented JSON (readable diffs) and atomically (a killed run leaves the previous 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from doit.dependency import FileChangedChecker, JsonDB
 
 from crius_gym.atomic import atomic_path
+from crius_gym.eval.resume import file_digest
 
 _HASHES: dict[tuple[str, int, int], str] = {}
 
@@ -28,12 +28,7 @@ def file_sha256(path: str | Path) -> str:
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     digest = _HASHES.get(key)
     if digest is None:
-        sha = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                sha.update(block)
-        digest = sha.hexdigest()
-        _HASHES[key] = digest
+        digest = _HASHES[key] = file_digest(path)
     return digest
 
 
