@@ -134,7 +134,7 @@ def make_trainable(args: argparse.Namespace, prov: dict[str, str]) -> Any:
         import torch
         from ray import tune
 
-        from crius_gym.rl.callbacks import latest_checkpoint
+        from crius_gym.rl.checkpoints import latest_checkpoint
         from crius_gym.rl.ppo import resolve_hyperparams
         from crius_gym.rl.train import TrainSpec, train
 

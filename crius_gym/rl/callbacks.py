@@ -1,4 +1,7 @@
-"""Training callbacks: scheduling metrics, validation against Crius, checkpoints, progress."""
+"""Training callbacks: scheduling metrics, validation against Crius, progress.
+
+Checkpoints have their own module, :mod:`crius_gym.rl.checkpoints`.
+"""
 
 from __future__ import annotations
 
@@ -230,7 +233,9 @@ class ValidationCallback(BaseCallback):
         return out
 
     def _on_training_start(self) -> None:
-        if self.model.num_timesteps == 0:  # the starting point (e.g. the warm start) on the curve
+        # The starting point (e.g. the warm start) on the curve; an exact resume from step 0
+        # has it already.
+        if self.model.num_timesteps == 0 and not any(r["timesteps"] == 0 for r in self.rows):
             self.num_timesteps = 0
             self._record()
 
@@ -260,46 +265,6 @@ class ValidationCallback(BaseCallback):
                 self.save_dir / "best.yaml", "".join(f"{k}: {v}\n" for k, v in m.items())
             )
         self.logger.dump(self.num_timesteps)
-
-
-class CheckpointCallback(BaseCallback):
-    """Saves ``checkpoints/model_<steps>.zip`` atomically every ``freq`` timesteps (keeps 2)."""
-
-    def __init__(self, freq: int, save_dir: Path) -> None:
-        super().__init__()
-        self.freq = freq
-        self.dir = save_dir / "checkpoints"
-        self._next = freq
-
-    def _init_callback(self) -> None:
-        self._next = (self.model.num_timesteps // self.freq + 1) * self.freq
-
-    def save_now(self) -> Path:
-        """Save a checkpoint at the current step and prune old ones."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"model_{self.num_timesteps}.zip"
-        with atomic_path(path) as tmp:
-            self.model.save(tmp)
-        for old in sorted(self.dir.glob("model_*.zip"), key=checkpoint_timesteps)[:-2]:
-            old.unlink()
-        return path
-
-    def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next:
-            self._next += self.freq
-            self.save_now()
-        return True
-
-
-def checkpoint_timesteps(path: Path) -> int:
-    """The timesteps a checkpoint file ``model_<timesteps>.zip`` was saved at."""
-    return int(path.stem.split("_")[1])
-
-
-def latest_checkpoint(save_dir: Path) -> Path | None:
-    """The newest checkpoint of a run, if any."""
-    ckpts = sorted((save_dir / "checkpoints").glob("model_*.zip"), key=checkpoint_timesteps)
-    return ckpts[-1] if ckpts else None
 
 
 class ProgressCallback(BaseCallback):

@@ -105,6 +105,8 @@ class PPOHyperparams:
         eval_traces: validation traces per validation scenario.
         eval_scenarios: validation scenarios (empty: the training scenario).
         checkpoint_freq: decisions between checkpoints.
+        keep_checkpoints: exact checkpoints kept (the newest; 0: all of them, e.g. to evaluate
+            every checkpoint of a run afterwards).
         deploy_margins: guide margins (logits) tried after training; the saved policy departs
             from the guide only where it prefers its own action by at least the chosen one
             (empty: no selection, the plain argmax).
@@ -161,6 +163,7 @@ class PPOHyperparams:
     eval_traces: int = 4
     eval_scenarios: tuple[str, ...] = ()
     checkpoint_freq: int = 20_000
+    keep_checkpoints: int = 2
     deploy_margins: tuple[float, ...] = ()
     deploy_traces: int = 4
     deploy_score: Literal["worst", "mean"] = "mean"
@@ -181,6 +184,8 @@ class PPOHyperparams:
             raise ConfigError("vine_rel_margin must be in [0, 1)")
         if self.vine_adv_norm not in ("batch", "decision"):
             raise ConfigError("vine_adv_norm must be batch or decision")
+        if not isinstance(self.keep_checkpoints, int) or self.keep_checkpoints < 0:
+            raise ConfigError("keep_checkpoints must be an integer >= 0 (0: keep all)")
         for name in (
             "total_timesteps",
             "n_envs",

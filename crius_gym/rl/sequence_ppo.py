@@ -55,6 +55,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from torch.distributions import Distribution
 
 from crius_gym.errors import ConfigError
+from crius_gym.rl import training_state
 from crius_gym.rl.replay import LabelReplay
 from crius_gym.rl.rollout_pool import RolloutPool, network_rollouts
 
@@ -203,6 +204,7 @@ class SequencePPO(MaskablePPO):
         self._vine_obs: list[dict[str, np.ndarray]] | None = None
         self._vine_pending: list[Any] = []
         self._distill_optimizer: torch.optim.Optimizer | None = None
+        self._restore: dict[str, Any] | None = None  # a captured training state to put back
         self.distill_stats: dict[str, float] = {}
         super().__init__(*args, **kwargs)
         if vine_fraction:
@@ -230,6 +232,7 @@ class SequencePPO(MaskablePPO):
             "_network_rollouts",
             "_vine_obs",
             "_vine_pending",
+            "_restore",
         ]
 
     def _setup_learn(
@@ -240,12 +243,32 @@ class SequencePPO(MaskablePPO):
         tb_log_name: str = "run",
         progress_bar: bool = False,
     ) -> Any:
-        """SB3's set-up; where it resets the envs, the vine's episodes start afresh too."""
+        """SB3's set-up; where it resets the envs, the vine's episodes start afresh too.
+
+        A training state given to :meth:`restore_training_state` then replaces the freshly
+        reset envs and everything else the run depends on.
+        """
         if reset_num_timesteps or self._last_obs is None:
             self._vine_obs = None
-        return super()._setup_learn(
+        out = super()._setup_learn(
             total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
         )
+        if self._restore is not None:
+            state, self._restore = self._restore, None
+            training_state.apply(self, state)
+        return out
+
+    def restore_training_state(self, state: dict[str, Any]) -> None:
+        """Continue, at the next ``learn``, from a state of :func:`training_state.capture`.
+
+        The model must be the checkpoint saved with it (same step), and ``learn`` must be
+        called with ``reset_num_timesteps=False``.
+        """
+        self._restore = state
+
+    def capture_training_state(self) -> dict[str, Any]:
+        """The run's state beside the zip (:func:`training_state.capture`; a phase's start)."""
+        return training_state.capture(self)
 
     @property
     def replay(self) -> LabelReplay:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import pandas as pd
 import yaml
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
@@ -29,16 +30,21 @@ from crius_gym.env.config import EnvConfig
 from crius_gym.errors import ConfigError, InputFileError, RunStateError
 from crius_gym.perf.tuner import Tuner
 from crius_gym.policies.registry import make_policy
+from crius_gym.rl import training_state
 from crius_gym.rl.callbacks import (
     EPISODE_KEYS,
-    CheckpointCallback,
     HParamsCallback,
     ProgressCallback,
     SchedMetricsCallback,
     ValidationCallback,
     ValidationSet,
+)
+from crius_gym.rl.checkpoints import (
+    CheckpointCallback,
+    ResumePoint,
     checkpoint_timesteps,
     latest_checkpoint,
+    latest_exact,
 )
 from crius_gym.rl.deviation import measure_envelope, select_guide_margin, selection_scenarios
 from crius_gym.rl.imitation import (
@@ -180,43 +186,68 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _resume_point(spec: TrainSpec) -> Path:
-    """The model a resume continues from.
+def _resume_point(spec: TrainSpec, log: Callable[[str], None]) -> ResumePoint:
+    """The checkpoint a resume continues from.
 
-    The newest checkpoint, or the final model of a run that finished (a longer
+    The newest exact checkpoint (weights and training state: the resumed run computes what the
+    uninterrupted one would have), else the newest weights-only one (a run of an older version
+    or with subprocess envs), or the final model of a run that finished (a longer
     ``total_timesteps`` extends it).
 
     Raises:
         RunStateError: nothing to resume (the run stopped before its first checkpoint), or the
             run already reached its total.
     """
-    ckpt = latest_checkpoint(spec.policy_dir)
+    latest = latest_checkpoint(spec.policy_dir)
+    exact = latest_exact(spec.policy_dir)
+    point = exact or (ResumePoint(latest, None) if latest is not None else None)
     meta_path = spec.policy_dir / "metadata.yaml"
     meta = _read_yaml(meta_path) if meta_path.is_file() else {}
     final = spec.policy_dir / "model.zip"
     done = int(meta.get("timesteps") or 0)
-    if not meta.get("in_progress", True) and final.is_file():
-        ckpt_steps = checkpoint_timesteps(ckpt) if ckpt is not None else -1
-        if done >= ckpt_steps:
-            ckpt = final
-    if ckpt is None:
+    finished = not meta.get("in_progress", True) and final.is_file()
+    if finished and done >= (point.timesteps if point is not None else -1):
+        point = None
+        if done >= spec.hyperparams.total_timesteps:
+            raise RunStateError(
+                f"{spec.policy_dir}: the run finished at {done} timesteps; pass a larger "
+                "--total-timesteps to train it further"
+            )
+        return ResumePoint(final, None)
+    if point is None:
         raise RunStateError(
             f"{spec.policy_dir}: nothing to resume - the run has no checkpoint (it stopped "
             f"before its first one, every {spec.hyperparams.checkpoint_freq} timesteps); "
             "start a new run with another --run-name, or delete this folder"
         )
-    if ckpt == final and done >= spec.hyperparams.total_timesteps:
+    if point.timesteps >= spec.hyperparams.total_timesteps:
         raise RunStateError(
-            f"{spec.policy_dir}: the run finished at {done} timesteps; pass a larger "
-            "--total-timesteps to train it further"
+            f"{spec.policy_dir}: already trained {point.timesteps} timesteps >= "
+            f"--total-timesteps {spec.hyperparams.total_timesteps}; nothing to do"
         )
-    steps = done if ckpt == final else checkpoint_timesteps(ckpt)
-    if steps >= spec.hyperparams.total_timesteps:
-        raise RunStateError(
-            f"{spec.policy_dir}: already trained {steps} timesteps >= --total-timesteps "
-            f"{spec.hyperparams.total_timesteps}; nothing to do"
+    if point.state is None:
+        log(
+            f"{point.model} has no training state (weights only): the resumed run starts new "
+            "episodes and will not match an uninterrupted one exactly"
         )
-    return ckpt
+    elif latest is not None and checkpoint_timesteps(latest) > point.timesteps:
+        log(
+            f"the newest checkpoint ({latest.name}, saved on an interrupt) holds weights only; "
+            f"resuming exactly from step {point.timesteps} redoes "
+            f"{checkpoint_timesteps(latest) - point.timesteps} timesteps"
+        )
+    return point
+
+
+def _truncate_evaluations(policy_dir: Path, timesteps: int) -> None:
+    """Drop validation rows past an exact resume's step: the resumed run records them again."""
+    path = policy_dir / "evaluations.csv"
+    if not path.is_file():
+        return
+    rows = pd.read_csv(path)
+    if "timesteps" in rows and (rows["timesteps"] > timesteps).any():
+        with atomic_path(path) as tmp:
+            rows[rows["timesteps"] <= timesteps].to_csv(tmp, index=False)
 
 
 def _refuse_existing(policy_dir: Path) -> None:
@@ -452,8 +483,10 @@ def train(
 ) -> TrainOutcome:
     """Train one run (see the module docstring)."""
     hp = spec.hyperparams
+    point: ResumePoint | None = None
     if resume:
-        ckpt: Path | None = _resume_point(spec)
+        point = _resume_point(spec, log)
+        ckpt: Path | None = point.model
         earlier = (
             _read_yaml(spec.policy_dir / "metadata.yaml")
             if (spec.policy_dir / "metadata.yaml").is_file()
@@ -478,7 +511,15 @@ def train(
             model = SequencePPO.load(
                 ckpt, env=venv, device="cpu", tensorboard_log=str(spec.runs_dir)
             )
-            log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
+            if point is not None and point.state is not None:
+                model.restore_training_state(training_state.load_state(point.state))
+                _truncate_evaluations(spec.policy_dir, model.num_timesteps)
+                log(
+                    f"resuming from {ckpt} at {model.num_timesteps} timesteps, with its "
+                    "training state (the run continues exactly as if never stopped)"
+                )
+            else:
+                log(f"resuming from {ckpt} at {model.num_timesteps} timesteps")
             # The warm start happened in the first session: keep its record (unless the run
             # was killed before it wrote any metadata).
             with contextlib.suppress(PolicyCompatibilityError):
@@ -499,7 +540,7 @@ def train(
         log(f"\ninterrupted during start-up, before any training step; nothing saved ({where})")
         raise
     validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir, log=log)
-    checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir)
+    checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir, hp.keep_checkpoints)
     callbacks = [
         HParamsCallback(hp.as_dict()),
         SchedMetricsCallback(),

@@ -5,8 +5,9 @@ Reads hyperparameters from agents/ppo.yaml (`default` block, then the scenario's
 TensorBoard logs (SB3 scalars, `sched/*` metrics of training episodes, `eval/*` validation
 against Crius on the same traces), checkpoints regularly, keeps the best model by validation
 JCT, and saves the policy with its resolved config, command, package version, git revision and
-env id. --resume continues an interrupted run; Ctrl-C (or SIGTERM) saves a checkpoint before
-exiting.
+env id. --resume continues an interrupted run, even one killed outright (SIGKILL, a lost node),
+exactly as it would have gone on: each checkpoint carries the run's training state
+(crius_gym/rl/checkpoints.py). Ctrl-C (or SIGTERM) saves the weights before exiting.
 
 Outputs: --out/runs/<run>/ (TensorBoard) and --out/policies/<run>/ (model.zip, best_model.zip,
 checkpoints/, evaluations.csv, config.yaml, metadata.yaml).
@@ -50,8 +51,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--resume",
         metavar="RUN",
-        help="continue an interrupted run (its name, or its policies/<run> folder) "
-        "from its latest checkpoint, with its saved config",
+        help="continue an interrupted or killed run (its name, or its policies/<run> folder) "
+        "from its latest checkpoint with a training state (exactly as if never stopped), "
+        "with its saved config",
     )
     p.add_argument(
         "--config",

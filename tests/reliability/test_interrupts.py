@@ -4,12 +4,14 @@ written does not break it, and Ctrl-C to the whole process group with ``vec_env=
 env workers get it too) saves like a Ctrl-C to the trainer alone."""
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
 
 import numpy as np
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -151,3 +153,66 @@ def test_sigkill_leaves_no_rollout_worker_behind(tmp_path):
         p.kill()
     proc.communicate()
     assert not alive, f"rollout workers still alive after the trainer's SIGKILL: {alive}"
+
+
+@pytest.mark.slow
+def test_sigkill_at_three_random_moments_then_resume_gives_the_uninterrupted_weights(tmp_path):
+    """Issue 37, item 6: a tiny run killed with SIGKILL three times at random moments (in a
+    rollout phase, an update, a checkpoint's write: wherever the draw lands) and resumed each
+    time ends with exactly the weights of the same run never stopped; every checkpoint left
+    behind loads, and no process of a killed session survives it."""
+    import psutil
+
+    from crius_gym.rl import training_state
+    from crius_gym.rl.rollout_pool import PARENT_POLL_S
+    from tests.rl.test_exact_resume import weights
+
+    extra = ["--set", "checkpoint_freq=256", "--set", "rollout_workers=2"]
+    total = "2048"
+    t0 = time.time()
+    clean = start(tmp_path, "clean", total=total, extra=extra)
+    _, err = clean.communicate(timeout=900)
+    assert clean.returncode == 0, err
+    duration_s = time.time() - t0
+    rng = random.Random(37)
+    run_dir = tmp_path / "policies" / "killed"
+    kills = []
+    for session in range(3):
+        more = ["--resume", "killed"] if session else []
+        args = more if session else extra
+        if session:
+            proc = subprocess.Popen(
+                [sys.executable, "experiments/train_ppo.py", "--out", str(tmp_path), *args],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        else:
+            proc = start(tmp_path, "killed", total=total, extra=args)
+        trainer = psutil.Process(proc.pid)
+        time.sleep(rng.uniform(0.3, 0.9) * duration_s)
+        if proc.poll() is not None:  # finished before the draw: nothing to kill
+            break
+        family = [trainer, *trainer.children(recursive=True)]
+        proc.kill()
+        proc.wait()
+        kills.append(sorted(p.name for p in run_dir.glob("checkpoints/*")))
+        print(f"session {session} killed; checkpoints left: {kills[-1]}")
+        _, alive = psutil.wait_procs(family[1:], timeout=20 * PARENT_POLL_S + 10)
+        for p in alive:
+            p.kill()
+        assert not alive, f"processes of the killed session {session} still alive: {alive}"
+        for state in run_dir.glob(f"checkpoints/*{training_state.SUFFIX}"):
+            assert training_state.load_state(state)["num_timesteps"] >= 0
+    assert kills, "no kill landed inside a run: the draws are too late for this machine"
+    res = subprocess.run(
+        [sys.executable, "experiments/train_ppo.py", "--out", str(tmp_path), "--resume", "killed"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    finished_early = "the run finished" in res.stderr
+    assert res.returncode == 0 or finished_early, res.stderr
+    assert weights(run_dir / "model.zip") == weights(tmp_path / "policies" / "clean" / "model.zip")
