@@ -48,7 +48,7 @@ from crius_gym.perf.fit import (
 )
 from crius_gym.perf.framework import get_framework, load_frameworks
 from crius_gym.perf.layers import model_costs
-from crius_gym.perf.measurements import load_measurements
+from crius_gym.perf.public_tables import load_measurements
 from crius_gym.provenance import Provenance
 
 DEFAULT_OUT = Path("results") / "calibration.yaml"

@@ -31,7 +31,8 @@ from crius_gym.hardware.cluster import build_cluster
 from crius_gym.perf.calibration import get_calibration
 from crius_gym.perf.estimator import Estimator
 from crius_gym.perf.framework import get_framework
-from crius_gym.perf.measurements import load_measurements, load_published_runs
+from crius_gym.perf.measurements import load_published_runs
+from crius_gym.perf.public_tables import load_measurements
 from crius_gym.perf.tuner import Tuner, TunerConfig
 from crius_gym.perf.tuner_timing import ARENA_JOBS, SIM_CLUSTER, cold_tune_ms, large_cell_search
 from crius_gym.perf.validation import error_summary, oom_agreement, prediction_table

@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -180,7 +179,12 @@ class Measurement:
         )
 
 
-def _int(value: str, path: str, line: int, field: str, *, positive: bool = True) -> int:
+def int_field(value: str, path: str, line: int, field: str, *, positive: bool = True) -> int:
+    """An integer field of a row (``2.5`` is refused, not read as 2).
+
+    Raises:
+        InputFileError: not a number, not whole, or (``positive``) below 1; naming the field.
+    """
     try:
         f = float(value)
     except ValueError:
@@ -192,7 +196,7 @@ def _int(value: str, path: str, line: int, field: str, *, positive: bool = True)
 
 def _opt_int(row: dict[str, str], key: str, path: str, line: int) -> int | None:
     raw = (row.get(key) or "").strip()
-    return None if raw == "" else _int(raw, path, line, key)
+    return None if raw == "" else int_field(raw, path, line, key)
 
 
 def _opt_bool(row: dict[str, str], key: str, path: str, line: int) -> bool | None:
@@ -268,8 +272,8 @@ def parse_measurement_row(
     except UnknownNameError as exc:
         raise InputFileError(path, str(exc), row=line, field="gpu_type") from exc
     layout = Layout(
-        _int(row["num_nodes"], path, line, "num_nodes"),
-        _int(row["gpus_per_node"], path, line, "gpus_per_node"),
+        int_field(row["num_nodes"], path, line, "num_nodes"),
+        int_field(row["gpus_per_node"], path, line, "gpus_per_node"),
     )
     status_raw = (row.get("status") or "ok").strip().lower()
     if status_raw not in ("ok", "oom", "failed"):
@@ -343,7 +347,7 @@ def parse_measurement_row(
         source_file=path,
         model=model,
         model_name=name,
-        global_batch=_int(row["global_batch"], path, line, "global_batch"),
+        global_batch=int_field(row["global_batch"], path, line, "global_batch"),
         gpu_type=gpu_type,
         layout=layout,
         framework=framework,
@@ -401,150 +405,6 @@ def write_measurements_csv(rows: Iterable[dict[str, str]], path: str | Path) -> 
             writer.writerow({c: row.get(c, "") for c in COLUMNS})
 
 
-# ---------------------------------------------------------------------------- converters
-def _read_csv(path: str | Path) -> list[dict[str, str]]:
-    with utf8_text(path), open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
-
-
-def first_data_line(path: str | Path) -> int:
-    """1-based line of the first data row (after leading ``#`` comments and the header)."""
-    with utf8_text(path), open(path, encoding="utf-8") as fh:
-        comments = 0
-        for line in fh:
-            if not line.startswith("#"):
-                break
-            comments += 1
-    return comments + 2
-
-
-def _stratified_split(keys: Sequence[tuple[str, ...]]) -> list[Split]:
-    """Alternate calibration/holdout within each stratum, in file order (deterministic)."""
-    seen: dict[tuple[str, ...], int] = defaultdict(int)
-    out: list[Split] = []
-    for k in keys:
-        out.append("calibration" if seen[k] % 2 == 0 else "holdout")
-        seen[k] += 1
-    return out
-
-
-def convert_arena(measured_csv: str | Path, model_configs_csv: str | Path) -> list[dict[str, str]]:
-    """Rows of the Arena measured table (``arena/measured_iteration_times.csv``) in the schema.
-
-    Split: within each (GPU type, model family) stratum, in file order, rows alternate between
-    calibration and holdout, starting with calibration (about 50/50, deterministic).
-    """
-    configs = {(r["model_family"], r["model_size"]): r for r in _read_csv(model_configs_csv)}
-    rows = _read_csv(measured_csv)
-    out: list[dict[str, str]] = []
-    strata = []
-    for i, r in enumerate(rows, start=2):
-        key = (r["model_family"], r["model_size"])
-        if key not in configs:
-            raise InputFileError(
-                str(measured_csv),
-                f"model {key[0]} {key[1]} absent from {model_configs_csv}",
-                row=i,
-                field="model_size",
-            )
-        cfg = configs[key]
-        ok = r["status"].strip() == "ok"
-        out.append(
-            {
-                "model_family": r["model_family"],
-                "model_name": f"{r['model_family']}-{r['model_size'].lower()}",
-                **{c: cfg.get(c, "") for c in ARCH_COLUMNS},
-                "dtype": cfg["dtype"],
-                "global_batch": r["global_batch"],
-                "gpu_type": r["gpu_type"],
-                "num_nodes": r["num_nodes"],
-                "gpus_per_node": r["gpus_per_node"],
-                "framework": "alpa",
-                "measured_iter_time_s": r["iter_time_s"] if ok else "",
-                "status": "ok" if ok else "oom",
-                "source": "arena:measured_iteration_times.csv",
-            }
-        )
-        strata.append((r["gpu_type"], r["model_family"]))
-    for row, split in zip(out, _stratified_split(strata), strict=True):
-        row["split"] = split
-    return out
-
-
-def convert_megatron_table1(table_csv: str | Path) -> list[dict[str, str]]:
-    """Rows of Megatron-LM Table 1 (``megatron_table1.csv``) in the schema.
-
-    The iteration time is the file's ``iter_time_s_derived`` (Eq. 3 FLOPs / achieved FLOP/s).
-    Nodes are DGX A100 80 GB with 8 GPUs and 8 HDR InfiniBand NICs; full recomputation, no
-    sequence parallelism and no distributed optimizer (both came later); the microbatch size
-    and interleaving are not published and are searched.  Split: alternate rows, the first,
-    third, … (1.7B, 7.5B, 39.1B, 145.6B, 529.6B) calibrate and the others are held out. The
-    first five rows alone keep h²/t nearly constant (4.2–8.4·10⁶), so they cannot identify how
-    efficiency grows with the per-GPU GEMM size; alternate rows span 1.7B–1T in both halves,
-    as the Arena table's alternate split does.
-    """
-    out = []
-    for i, r in enumerate(_read_csv(table_csv)):
-        n = int(r["num_gpus"])
-        out.append(
-            {
-                "model_family": "gpt",
-                "model_name": f"gpt-{r['params_billion']}b",
-                "hidden_size": r["hidden_size"],
-                "num_layers": r["num_layers"],
-                "num_heads": r["attention_heads"],
-                "seq_len": r["seq_len"],
-                "vocab_size": r["vocab"],
-                "dtype": "fp16",
-                "global_batch": r["global_batch"],
-                "gpu_type": "a100-80gb",
-                "num_nodes": str(n // 8),
-                "gpus_per_node": "8",
-                "tensor_parallel": r["tensor_parallel"],
-                "pipeline_parallel": r["pipeline_parallel"],
-                "activation_recompute": "true",
-                "sequence_parallel": "false",
-                "distributed_optimizer": "false",
-                "framework": "megatron",
-                "measured_iter_time_s": r["iter_time_s_derived"],
-                "status": "ok",
-                "split": "calibration" if i % 2 == 0 else "holdout",
-                "inter_link": "ib-hdr",
-                "nics_per_node": "8",
-                "source": "megatron_table1.csv",
-            }
-        )
-    return out
-
-
-def rows_to_measurements(
-    rows: Sequence[dict[str, str]], source_file: str | Path, catalog: GPUCatalog | None = None
-) -> list[Measurement]:
-    """Validate converted rows; errors name ``source_file`` and the row's line in it."""
-    start = first_data_line(source_file)
-    return [
-        parse_measurement_row(r, str(source_file), i, catalog)
-        for i, r in enumerate(rows, start=start)
-    ]
-
-
-def load_public_measurements(data_dir: str | Path | None = None) -> list[Measurement]:
-    """The Arena measured table and Megatron-LM Table 1, converted to the schema.
-
-    Raises:
-        FileNotFoundError: a public file is absent (naming it and ``CRIUS_GYM_DATA``).
-    """
-    from crius_gym import datasets
-
-    arena = datasets.data_file(datasets.ARENA_MEASUREMENTS, data_dir)
-    configs = datasets.data_file(datasets.ARENA_MODEL_CONFIGS, data_dir)
-    megatron = datasets.data_file(datasets.MEGATRON_TABLE1, data_dir)
-    return [
-        *rows_to_measurements(convert_arena(arena, configs), arena),
-        *rows_to_measurements(convert_megatron_table1(megatron), megatron),
-    ]
-
-
 PUBLISHED_RUNS = "published_runs.csv"
 
 
@@ -559,15 +419,3 @@ def load_published_runs() -> list[Measurement]:
 
     with resources.as_file(resources.files("crius_gym") / "data" / PUBLISHED_RUNS) as path:
         return read_measurements(path)
-
-
-def load_measurements(
-    paths: Sequence[str | Path] | None = None, data_dir: str | Path | None = None
-) -> list[Measurement]:
-    """Measurements from schema CSVs, or the public sets when ``paths`` is empty or None."""
-    if not paths:
-        return load_public_measurements(data_dir)
-    out: list[Measurement] = []
-    for p in paths:
-        out.extend(read_measurements(p))
-    return out

@@ -148,7 +148,7 @@ class Scenario:
         kind = ground_truth or self.ground_truth
         if kind == "artifact-table":
             from crius_gym.perf.artifact_table import ArtifactTable, TableTuner
-            from crius_gym.perf.measurements import load_public_measurements
+            from crius_gym.perf.public_tables import load_public_measurements
 
             capacity = {g.gpu_type: g.gpus_per_node for g in self.cluster.groups}
             table = ArtifactTable(load_public_measurements(data_dir), capacity)
@@ -168,7 +168,7 @@ class Scenario:
         if kind == "estimator":
             return EstimatorTruth(tuner)
         if kind == "measured":
-            from crius_gym.perf.measurements import load_public_measurements
+            from crius_gym.perf.public_tables import load_public_measurements
 
             return MeasuredTruth(tuner, load_public_measurements(data_dir))
         if kind == "artifact-table":

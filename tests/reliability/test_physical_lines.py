@@ -84,3 +84,37 @@ def test_records_with_lines_counts_every_kind_of_line():
     got = list(records_with_lines(io.StringIO(text, newline=""), comments=True))
     assert [line for line, _ in got] == [2, 5, 8, 10]
     assert got[1][1] == ["1", "x\n#y\nz"]
+
+
+def test_converters_of_the_public_tables_name_the_physical_line(
+    tmp_path, arena_measurements, arena_model_configs, megatron_table1
+):
+    """The two public tables' converters (issue 37, item 1): a bad row behind a comment and a
+    blank line is reported at the line an editor shows, not counted from the first data row."""
+    from crius_gym.perf.public_tables import (
+        convert_arena,
+        convert_megatron_table1,
+        rows_to_measurements,
+    )
+
+    lines = megatron_table1.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = next(i for i, text in enumerate(lines) if not text.startswith("#"))
+    bad = lines[header + 2].replace(",", ",-", 1)  # a negative first numeric field
+    text = [*lines[: header + 2], "\n", "# a note\n", bad, *lines[header + 3 :]]
+    path = tmp_path / "megatron.csv"
+    path.write_text("".join(text), encoding="utf-8")
+    want = header + 2 + 3  # 1-based: the bad row's physical line
+    with pytest.raises(InputFileError) as err:
+        rows_to_measurements(convert_megatron_table1(path), path)
+    assert err.value.row == want, err.value
+
+    lines = arena_measurements.read_text(encoding="utf-8").splitlines(keepends=True)
+    family = lines[0].split(",").index("model_size")
+    fields = lines[3].split(",")
+    fields[family] = "no-such-size"
+    text = [lines[0], "# a comment\n", "\n", *lines[1:3], ",".join(fields), *lines[4:]]
+    path = tmp_path / "arena.csv"
+    path.write_text("".join(text), encoding="utf-8")
+    with pytest.raises(InputFileError) as err:
+        convert_arena(path, arena_model_configs)
+    assert err.value.row == 6 and err.value.field == "model_size", err.value

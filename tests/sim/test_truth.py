@@ -1,6 +1,7 @@
 from crius_gym.perf.cell import Cell
-from crius_gym.perf.measurements import rows_to_measurements, write_measurements_csv
+from crius_gym.perf.measurements import write_measurements_csv
 from crius_gym.perf.plan import Layout, PlanConstraints
+from crius_gym.perf.public_tables import rows_to_measurements
 from crius_gym.sim.truth import EstimatorTruth, MeasuredTruth
 from tests.sim.conftest import job, make_sim
 
