@@ -58,15 +58,8 @@ def _init(scenario: str, config: EnvConfig, parent_pid: int | None = None) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_pid is not None:
         _exit_with(parent_pid)
-    # A forked child inherits the parent's OpenMP thread pool in a state it cannot use: its
-    # first parallel torch op (a network rollout's forward pass) waits for threads that do not
-    # exist, for ever. One thread runs every op inline, outside that pool.
-    import torch
-
-    torch.set_num_threads(1)
     global _ENV  # one env per worker process, built once
-    _ENV = CriusEnv(scenario, config)
-    _ENV.reset(seed=0)
+    _ENV = worker_env(scenario, config)
 
 
 def _cost(task: tuple[dict[str, Any], int]) -> float:
@@ -103,14 +96,37 @@ def network_rollouts(path: str, horizon_s: float | None) -> Any:
     return _NETWORKS[key]
 
 
-def _costs(task: tuple[bytes, list[int], bool, str | None, float | None]) -> list[float]:
-    assert _ENV is not None
+RolloutTask = tuple[bytes, list[int], bool, str | None, float | None]
+
+
+def worker_env(scenario: str, config: EnvConfig) -> CriusEnv:
+    """A worker's env (one per worker process or actor), with one torch thread.
+
+    A forked child inherits the parent's OpenMP thread pool in a state it cannot use: its first
+    parallel torch op (a network rollout's forward pass) waits for threads that do not exist,
+    for ever. One thread runs every op inline, outside that pool.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    env = CriusEnv(scenario, config)
+    env.reset(seed=0)
+    return env
+
+
+def rollout_costs(env: CriusEnv, task: RolloutTask) -> list[float]:
+    """The costs of one decision's actions from a pickled episode state, in ``env``."""
     blob, actions, future, policy, horizon_s = task
     # rollout_cost works on a copy and leaves the env as it was: one restore serves them all.
-    _ENV.restore_rollout_state(pickle.loads(blob))
+    env.restore_rollout_state(pickle.loads(blob))
     if policy is not None:
-        return list(network_rollouts(policy, horizon_s).costs(_ENV, actions))
-    return [_ENV.rollout_cost(action, future) for action in actions]
+        return list(network_rollouts(policy, horizon_s).costs(env, actions))
+    return [env.rollout_cost(action, future) for action in actions]
+
+
+def _costs(task: RolloutTask) -> list[float]:
+    assert _ENV is not None
+    return rollout_costs(_ENV, task)
 
 
 class RolloutPool:

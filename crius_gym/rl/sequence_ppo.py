@@ -156,8 +156,9 @@ class SequencePPO(MaskablePPO):
         vine_rollout_policy: a saved policy (.zip) deciding after each evaluated action
             instead of the guide (expert iteration; needs ``vine_future`` False).
         vine_horizon_s: truncation of those network rollouts, simulated seconds (None: none).
-        rollout_workers: worker processes for the vine's rollouts (0: in this process); they
-            compute while the episodes go on, and the costs are the same either way.
+        rollout_workers: worker processes (or Ray actors, with ``rollout_backend`` "ray") for
+            the vine's rollouts (0: in this process); they compute while the episodes go on,
+            and the costs are the same either way.
         *args, **kwargs: MaskablePPO's.
     """
 
@@ -197,7 +198,11 @@ class SequencePPO(MaskablePPO):
         self.vine_horizon_s = vine_horizon_s
         self._network_rollouts: Any = None
         self.rollout_workers = rollout_workers
-        self._pool: RolloutPool | None = None
+        # Where the rollouts run: an execution setting, not a hyperparameter (the numbers are
+        # the same on either backend), so it is not saved with the model; train() sets it.
+        self.rollout_backend = "process"
+        self.ray_address: str | None = None
+        self._pool: Any = None  # RolloutPool or RayRolloutPool
         self._replay = LabelReplay(max(1, vine_replay))
         # The vine's episodes go on across updates: their observations, and the evaluated
         # decisions of the last phase, whose rollouts are used at the next update.
@@ -233,6 +238,8 @@ class SequencePPO(MaskablePPO):
             "_vine_obs",
             "_vine_pending",
             "_restore",
+            "rollout_backend",
+            "ray_address",
         ]
 
     def _setup_learn(
@@ -491,6 +498,8 @@ class SequencePPO(MaskablePPO):
                 return False
             self._update_info_buffer(infos, np.array(dones))
         ready, self._vine_pending = self._vine_pending, fresh
+        if self._pool is not None and hasattr(self._pool, "retries"):
+            self.logger.record("vine/rollout_retries", self._pool.retries)
         samples: list[tuple[dict[str, np.ndarray], int, float, float, np.ndarray]] = []
         advantages: list[float] = []
         for o, mask, logp, value, guide, tried, scale, costs in ready:
@@ -543,7 +552,14 @@ class SequencePPO(MaskablePPO):
         tried = _vine_actions(cenv.config, mask, guide, taken, self.vine_actions, rng)
         if self._pool is None and self.rollout_workers:
             scenario = cenv.scenario.path or cenv.scenario.name
-            self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
+            if self.rollout_backend == "ray":
+                from crius_gym.rl.ray_rollouts import RayRolloutPool
+
+                self._pool = RayRolloutPool(
+                    scenario, cenv.config, self.rollout_workers, self.ray_address
+                )
+            else:
+                self._pool = RolloutPool(scenario, cenv.config, self.rollout_workers)
         costs: Any
         if self._pool is not None:
             costs = self._pool.submit(

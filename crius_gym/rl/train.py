@@ -480,8 +480,19 @@ def train(
     resume: bool = False,
     on_eval: EvalHook | None = None,
     log: Callable[[str], None] = print,
+    rollout_backend: str = "process",
+    ray_address: str | None = None,
 ) -> TrainOutcome:
-    """Train one run (see the module docstring)."""
+    """Train one run (see the module docstring).
+
+    ``rollout_backend``: where the vine's rollouts run, ``process`` (worker processes) or
+    ``ray`` (Ray actors, on a private local instance or the cluster at ``ray_address``); the
+    run's numbers are the same on both.
+    """
+    if rollout_backend not in ("process", "ray"):
+        raise ConfigError(f"rollout backend must be process or ray, got {rollout_backend!r}")
+    if rollout_backend == "ray" and not (spec.hyperparams.rollout_workers > 0):
+        raise ConfigError("rollout backend ray needs rollout_workers >= 1 (the actors)")
     hp = spec.hyperparams
     point: ResumePoint | None = None
     if resume:
@@ -539,6 +550,10 @@ def train(
         where = f"resume later with --resume {spec.run}" if ckpt is not None else "start again"
         log(f"\ninterrupted during start-up, before any training step; nothing saved ({where})")
         raise
+    model.rollout_backend, model.ray_address = rollout_backend, ray_address
+    if rollout_backend == "ray":
+        where = ray_address or "a private local instance"
+        log(f"vine rollouts on Ray: {hp.rollout_workers} actors on {where}")
     validation = _EvalReporter(on_eval, sets, hp.eval_freq, spec.policy_dir, log=log)
     checkpoints = CheckpointCallback(hp.checkpoint_freq, spec.policy_dir, hp.keep_checkpoints)
     callbacks = [

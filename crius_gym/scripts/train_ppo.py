@@ -80,8 +80,26 @@ def parse_args() -> argparse.Namespace:
         help="override a hyperparameter (repeatable), e.g. --set n_steps=256 or "
         "--set env.reconfigure=true",
     )
+    p.add_argument(
+        "--rollout-backend",
+        choices=["process", "ray"],
+        default="process",
+        help="where the vine's rollouts run: process = rollout_workers worker processes on "
+        "this machine (default); ray = rollout_workers Ray actors, on a private local Ray "
+        "instance or, with --address, on a Ray cluster (needs the ray extra). Same seed, same "
+        "weights on either: docs/distributed.md",
+    )
+    p.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="with --rollout-backend ray: the Ray cluster to run the rollouts on (its head's "
+        "address, or 'auto'); default: a private local instance",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.address and args.rollout_backend != "ray":
+        p.error("--address needs --rollout-backend ray")
+    return args
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -156,7 +174,13 @@ def main() -> None:
         flush=True,
     )
     try:
-        outcome = train(spec, resume=bool(args.resume), log=lambda msg: print(msg, flush=True))
+        outcome = train(
+            spec,
+            resume=bool(args.resume),
+            log=lambda msg: print(msg, flush=True),
+            rollout_backend=args.rollout_backend,
+            ray_address=args.address,
+        )
     except KeyboardInterrupt:  # during start-up: train() said what was kept
         raise SystemExit(130) from None
     print(
