@@ -18,6 +18,9 @@ Sections (--sections, default all):
          the same in the Megatron-LM plan space, and one GPT-3 175B Cell of 1,024 A100 80 GB
   scale  a synthetic 20,000-job trace on a 6,400-GPU four-type cluster (fcfs, crius), and
          jobs/s at 1x, 4x and 16x cluster and trace size
+  rollouts  the vine's rollouts on each backend: decisions of the default mixture's training
+         episodes labelled per second with 0 (in the trainer), 1, 2 and 4 worker processes
+         (process) or Ray actors (ray, a private local instance; its start-up beside)
   overload  a synthetic 50,000-job trace at Philly's arrival rate on crius-sim-1280 (no load
          scaling: FCFS's queue grows to thousands of jobs), fcfs and crius, with the mean cost
          of a decision per bin of waiting jobs (decide_ms_q<N>: N or more jobs waiting)
@@ -41,7 +44,7 @@ from crius_gym.cli import COUNT, add_data_dir_option, add_output_options, run_ma
 from crius_gym.eval.bench import TimedPolicy, isolated, median_of
 from crius_gym.provenance import Provenance
 
-SECTIONS = ("sim", "env", "ppo", "tuner", "scale", "overload")
+SECTIONS = ("sim", "env", "ppo", "rollouts", "tuner", "scale", "overload")
 TARGETS = {  # (section, key) -> (comparison, value, source issue)
     ("sim", "crius", "wall_s"): ("<=", 30.0, "issue 5 (issue 3: 60 s)"),
     ("sim", "fcfs", "wall_s"): ("<=", 5.0, "issue 3"),
@@ -227,6 +230,23 @@ def ppo_steps(scenario: str, mode: str, steps: int, warmup: int) -> Callable[[],
     return fn
 
 
+def rollout_rate(
+    scenario: str, backend: str, workers: int, decisions: int
+) -> Callable[[], dict[str, Any]]:
+    """Vine labels per second (crius_gym/rl/rollout_bench.py), env settings of agents/ppo.yaml."""
+
+    def fn() -> dict[str, Any]:
+        from crius_gym.env.config import EnvConfig
+        from crius_gym.rl.ppo import resolve_hyperparams
+        from crius_gym.rl.rollout_bench import rollout_throughput
+
+        hp = resolve_hyperparams(scenario)
+        cfg = EnvConfig(**dict(hp.env))
+        return rollout_throughput(scenario, cfg, backend, workers, decisions)
+
+    return fn
+
+
 def tuner_time(scenario: str) -> Callable[[], dict[str, Any]]:
     def fn() -> dict[str, Any]:
         from crius_gym.scenarios import load_scenario
@@ -358,6 +378,17 @@ def main() -> None:
                     1,
                 )
             )
+    if "rollouts" in args.sections:
+        print("rollouts: vine labels per second by backend and workers (the mixture)", flush=True)
+        for backend, counts in (("process", (0, 1, 2, 4)), ("ray", (1, 2, 4))):
+            for workers in counts:
+                rows.append(
+                    measure(
+                        {"section": "rollouts", "case": f"{backend}, {workers} workers"},
+                        rollout_rate("tiny" if q else "mix", backend, workers, 20 if q else 400),
+                        args.repeats,
+                    )
+                )
     if "tuner" in args.sections:
         print("tuner: cold tuning of every Arena (model, batch) on crius-sim-1280", flush=True)
         rows.append(
