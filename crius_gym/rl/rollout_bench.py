@@ -53,7 +53,9 @@ def rollout_throughput(
     startup_s = time.perf_counter() - t0
     if pool is not None:  # the workers build their envs; wait for that before timing
         env.reset(options={"split": "train", "index": 0})
-        pool.submit(env, [env.guide_action()]).result()
+        first = env.guide_action()
+        assert first is not None  # the env has a guide (the scenario's, else Crius)
+        pool.submit(env, [first]).result()
     episode = 0
     env.reset(options={"split": "train", "index": episode})
     pending: list[Any] = []
@@ -62,6 +64,7 @@ def rollout_throughput(
     for _ in range(decisions):
         mask = np.asarray(env.action_masks())
         guide = env.guide_action()
+        assert guide is not None  # the env has a guide (the scenario's, else Crius)
         acts = _vine_actions(env.config, mask, guide, guide, 3, rng)
         rollouts += len(acts)
         if pool is None:
