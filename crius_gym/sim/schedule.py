@@ -2,7 +2,8 @@
 
 A **segment** is one uninterrupted hold of one placement by one job: it begins with a start, a
 resume after preemption or a reconfiguration, and ends with the job's finish, a preemption, a
-reconfiguration, or the end of the run (``open``: still held). The restore pause after a start or
+reconfiguration, the failure of a node or worker under a runtime (``failed``), or the end of the
+run (``open``: still held). The restore pause after a start or
 reconfiguration is inside the segment (the GPUs are held while the job restores).
 
 The simulator appends segments to a :class:`ScheduleLog`, an append-only log whose copies share
@@ -19,7 +20,7 @@ from typing import Literal
 #: How a segment began.
 Began = Literal["start", "resume", "reconfigure"]
 #: How a segment ended (``open``: the job still held the GPUs when the run stopped).
-Ended = Literal["finish", "preempt", "reconfigure", "open"]
+Ended = Literal["finish", "preempt", "reconfigure", "open", "failed"]
 
 
 @dataclass(frozen=True)

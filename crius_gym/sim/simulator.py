@@ -246,6 +246,13 @@ class Simulator:
         rec.status = JobStatus.RUNNING
         self._running += 1
         self._throughput += rec.job.global_batch / rec.iter_time_s
+        self._schedule_completion(rec)
+
+    def _schedule_completion(self, rec: JobRecord) -> None:
+        """Queue the finish of a job that just began iterating (its analytic completion).
+
+        The hook a runtime's ledger overrides: there, workers report completions instead.
+        """
         if self._compat.revalue:
             # Uncapped: work re-valued past the target finishes at once.
             left = (rec.job.iterations - rec.base_iters) * rec.iter_time_s - rec.exec_s
@@ -288,30 +295,38 @@ class Simulator:
                 self._stopped = True
                 self._record_point()
                 return False
-            self.now_s = t
-            trigger = False
-            while self._queue.peek_time() == t:
-                ev = self._queue.pop()
-                if ev.kind is EventKind.TICK:
-                    self._tick_pending = False
-                    trigger = True
-                    continue
-                rec = self._records[ev.job_index]
-                if ev.kind is EventKind.ARRIVAL:
-                    self._arrive(rec)
-                    trigger = True
-                elif ev.version != rec.version:
-                    continue  # cancelled by a later change
-                elif ev.kind is EventKind.COMPLETION:
-                    self._complete(rec)
-                    trigger = True
-                else:
-                    self._touch(rec)
-                    self._set_running(rec)
-            self._schedule_tick()
-            self._record_point()
-            if trigger:
+            if self._process_instant(t):
                 return True
+
+    def _process_instant(self, t: float) -> bool:
+        """Move the clock to ``t`` and process every event queued for it.
+
+        Returns:
+            Whether a decision is due (an arrival, completion or tick happened).
+        """
+        self.now_s = t
+        trigger = False
+        while self._queue.peek_time() == t:
+            ev = self._queue.pop()
+            if ev.kind is EventKind.TICK:
+                self._tick_pending = False
+                trigger = True
+                continue
+            rec = self._records[ev.job_index]
+            if ev.kind is EventKind.ARRIVAL:
+                self._arrive(rec)
+                trigger = True
+            elif ev.version != rec.version:
+                continue  # cancelled by a later change
+            elif ev.kind is EventKind.COMPLETION:
+                self._complete(rec)
+                trigger = True
+            else:
+                self._touch(rec)
+                self._set_running(rec)
+        self._schedule_tick()
+        self._record_point()
+        return trigger
 
     def _arrive(self, rec: JobRecord) -> None:
         self._future -= 1
