@@ -543,6 +543,39 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         env.encoder = self.encoder.for_simulator(env.sim)
         return env
 
+    def adopt(self, sim: Simulator) -> None:
+        """Continue from another simulator's state: a decision point of someone else's run.
+
+        For a saved agent behind the :class:`~crius_gym.sim.policy.Policy` boundary
+        (:class:`~crius_gym.rl.agent_policy.AgentPolicy`), which decides on a snapshot's
+        :meth:`~crius_gym.sim.snapshot.Snapshot.fork`: the agent then acts on this state with
+        :meth:`step` until it chooses WAIT. The guide keeps its policy's state, as over an
+        episode, and plans afresh; the episode's counters start again.
+
+        Args:
+            sim: a simulator of this env's cluster (e.g. ``snapshot.fork(estimated=False)``).
+
+        Raises:
+            ConfigError: ``sim`` runs another cluster.
+        """
+        if sim.cluster != self.sim.cluster:
+            raise ConfigError(
+                f"adopt: a simulator of another cluster than {self.world_scenario.name}'s"
+            )
+        self.sim = sim
+        self.encoder = self.encoder.for_simulator(sim)
+        self._trace = None
+        self._acted, self._acted_at = set(), -1.0
+        self._decisions_now = 0
+        self._pending_reward = self._episode_reward = 0.0
+        self._done_at_reset = False
+        self._baseline = None
+        self._last_result = None
+        if self.guide is not None:
+            self.guide._ids = {r.job.job_id: r.index for r in sim.records}
+            self.guide.invalidate()
+        self._state = self._build_state()
+
     def _headless_copy(self, future: bool = True) -> CriusEnv:
         """A copy of the episode so far that can be stepped without encoding observations.
 

@@ -73,10 +73,10 @@ class Guide:
         self._ids: dict[str, int] = {}
         self.replans = 0
 
-    def reset(self, cluster: ClusterSpec, tuner: Tuner, sim: Simulator) -> None:
-        """Start an episode: fresh policy state, no plan."""
+    def reset(self, cluster: ClusterSpec, tuner: Tuner, sim: Simulator | None) -> None:
+        """Start an episode: fresh policy state, no plan (``sim`` None: no jobs yet)."""
         self.policy.reset(PolicyContext(cluster, tuner, np.random.default_rng(self.seed)))
-        self._ids = {r.job.job_id: r.index for r in sim.records}
+        self._ids = {} if sim is None else {r.job.job_id: r.index for r in sim.records}
         self._plan = None
         self.replans = 0
 

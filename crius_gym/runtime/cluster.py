@@ -60,12 +60,12 @@ def node_resources(block: Sequence[tuple[str, int, int]]) -> dict[str, float]:
     return res
 
 
-def start_local_cluster(blocks: Sequence[Sequence[tuple[str, int, int]]]) -> Any:
+def start_local_cluster(blocks: Sequence[Sequence[tuple[str, int, int]]]) -> tuple[Any, list[Any]]:
     """A local Ray cluster: a head with no CPUs and one worker node per block.
 
     Returns:
-        The ``ray.cluster_utils.Cluster`` (``shutdown()`` it when done); its nodes are
-        ``cluster.worker_nodes`` in block order.
+        The ``ray.cluster_utils.Cluster`` (``shutdown()`` it when done) and its worker nodes in
+        block order (``cluster.worker_nodes`` is an unordered set).
     """
     from ray.cluster_utils import Cluster
 
@@ -73,10 +73,9 @@ def start_local_cluster(blocks: Sequence[Sequence[tuple[str, int, int]]]) -> Any
         initialize_head=True,
         head_node_args={"num_cpus": 0, "include_dashboard": False},
     )
-    for block in blocks:
-        cluster.add_node(num_cpus=1, resources=node_resources(block))
+    nodes = [cluster.add_node(num_cpus=1, resources=node_resources(b)) for b in blocks]
     cluster.wait_for_nodes()
-    return cluster
+    return cluster, nodes
 
 
 @dataclass
@@ -98,14 +97,17 @@ class AgentSlot:
     alive: bool = True
 
 
-def ray_node_ids(local: Any | None) -> list[str]:
-    """Alive Ray node ids that can host agents: a local cluster's worker nodes in order, or on
-    an existing cluster every alive node with CPUs (head last, sorted by id for a stable map)."""
+def ray_node_ids(local_nodes: Sequence[Any] | None) -> list[str]:
+    """Alive Ray node ids that can host agents.
+
+    A local cluster's worker nodes in order; on an existing cluster every alive node (workers
+    first, then the head, each sorted by id for a stable map).
+    """
     import ray
 
-    if local is not None:
-        return [n.node_id for n in local.worker_nodes]
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if local_nodes is not None:
+        return [n.node_id for n in local_nodes]
+    nodes = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
     workers = sorted(
         n["NodeID"] for n in nodes if not n.get("Resources", {}).get("node:__internal_head__")
     )
@@ -118,8 +120,10 @@ def ray_node_ids(local: Any | None) -> list[str]:
 def start_agents(
     blocks: Sequence[list[tuple[str, int, int]]], node_ids: Sequence[str]
 ) -> list[AgentSlot]:
-    """One restartable agent per block, pinned to its Ray node (blocks beyond the Ray nodes
-    share them round-robin); waits until every agent answers."""
+    """One restartable agent per block, pinned to its Ray node; waits until each answers.
+
+    Blocks beyond the number of Ray nodes share them round-robin.
+    """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -146,4 +150,4 @@ def node_alive(node_id: str) -> bool:
     """Whether a Ray node is alive."""
     import ray
 
-    return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
+    return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())  # type: ignore[no-untyped-call]

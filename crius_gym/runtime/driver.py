@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,13 @@ from crius_gym.sim.policy import Policy, PolicyContext
 from crius_gym.sim.records import JobStatus
 from crius_gym.sim.simulator import RunResult
 from crius_gym.workload.job import Trace
+
+
+def _agent_gone() -> tuple[type[Exception], ...]:
+    """The errors of a call to an agent that died or whose node is gone."""
+    import ray
+
+    return (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError)
 
 
 @dataclass(frozen=True)
@@ -181,9 +189,14 @@ class ClusterRuntime:
             old.unlink()
         led = self.ledger
         led.reset(trace, None, policy.tick_interval_s)
+        for slot in self.slots:  # nodes lost in an earlier run of this cluster stay lost
+            if not slot.alive:
+                for gpu_type, k, _ in slot.block:
+                    led.take_offline(gpu_type, k)
         policy.reset(PolicyContext(led.cluster, led.tuner, np.random.default_rng(seed)))
         self._gangs: dict[int, _Gang] = {}
         self._launches = 0
+        self._run_tag = uuid.uuid4().hex[:8]  # launch keys are never reused, across runs too
         self.stats = RuntimeStats()
         scale = self.config.time_scale
         total = len(trace.jobs)
@@ -212,8 +225,9 @@ class ClusterRuntime:
                     on_progress(total - led.open_jobs, total)
                 continue
             nxt = led.next_event_s
-            if nxt is None and not self._gangs and led.future_arrivals == 0:
-                break  # nothing runs and nothing will come: the rest stays unfinished
+            if not self._gangs and not led.has_future_events:
+                break  # nothing runs and nothing will come: the rest stays unfinished (as in
+                # the simulator, e.g. a job too big for the nodes left after a node loss)
             timeout = 0.5 if nxt is None else min(0.5, max(0.0, (nxt - now_s()) / scale))
             self._collect(timeout_s=timeout)
         led.advance_to(now_s())
@@ -240,10 +254,12 @@ class ClusterRuntime:
             if timeout_s > 0:
                 time.sleep(timeout_s)
             return
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s, fetch_local=False)
         if not ready:
             return
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # and all else now ready
+        ready, _ = ray.wait(  # and all else ready now
+            refs, num_returns=len(refs), timeout=0, fetch_local=False
+        )
         self._due = self.ledger.advance_to(self._now_s()) or self._due
         dead: set[int] = set()
         for ref in ready:
@@ -253,15 +269,20 @@ class ClusterRuntime:
             index = waits[ref]
             try:
                 report = ray.get(ref)
-            except ray.exceptions.RayActorError:
+            except _agent_gone():
                 dead.add(self._gangs[index].agents[0])
                 continue
             gang = self._gangs.get(index)
-            if gang is None or report.get("key") != gang.key or report["status"] != "finished":
-                continue
+            if gang is None or report.get("key") != gang.key:
+                continue  # a launch the driver already stopped or failed
+            if report["status"] != "finished":  # would leave the job running forever
+                raise RuntimeError(f"{gang.key} was stopped behind the driver's back: {report}")
             del self._gangs[index]
             # Waited for: a later launch on these nodes must find the GPUs free.
-            ray.get([self.slots[a].handle.stop.remote(gang.key, False) for a in gang.agents[1:]])
+            with contextlib.suppress(*_agent_gone()):  # a dead member is reported by its sentinel
+                ray.get(
+                    [self.slots[a].handle.stop.remote(gang.key, False) for a in gang.agents[1:]]
+                )
             self.ledger.complete(index)
             self._due = True
         for r in sorted(dead):
@@ -273,16 +294,18 @@ class ClusterRuntime:
 
         slot = self.slots[r]
         led = self.ledger
+        failed_keys = []
         for index, gang in sorted(self._gangs.items()):
             if r not in gang.agents:
                 continue
             del self._gangs[index]
+            failed_keys.append(gang.key)
             aborts = [  # no checkpoint: the gang lost a member, its progress since is lost
                 self.slots[a].handle.stop.remote(gang.key, False)
                 for a in gang.agents
                 if a != r and self.slots[a].alive
             ]
-            with contextlib.suppress(ray.exceptions.RayActorError):
+            with contextlib.suppress(*_agent_gone()):
                 ray.get(aborts)
             rec = led.records[index]
             iter_time_s, gpus = rec.iter_time_s, rec.num_gpus
@@ -294,10 +317,14 @@ class ClusterRuntime:
         if node_alive(slot.ray_node_id):
             # The process died, not the node: Ray restarts the agent (max_restarts=-1).
             ray.get(slot.handle.ping.remote(), timeout=self.config.agent_restart_timeout_s)
+            # Calls sent after the crash reach the new instance: end the failed launches there.
+            ray.get([slot.handle.stop.remote(key, False) for key in failed_keys])
             slot.sentinel = slot.handle.sentinel.remote()
             self.stats.agent_restarts += 1
             return
         slot.alive = False
+        with contextlib.suppress(Exception):  # its node is gone: stop Ray restarting it forever
+            ray.kill(slot.handle, no_restart=True)
         for gpu_type, k, _ in slot.block:
             led.take_offline(gpu_type, k)
             self.stats.nodes_lost += 1
@@ -319,7 +346,10 @@ class ClusterRuntime:
                 calls = [self.slots[a].handle.stop.remote(gang.key, True) for a in gang.agents]
                 stops.append((i, calls))
         for i, calls in stops:
-            progress = ray.get(calls)[0]
+            try:
+                progress = ray.get(calls)[0]
+            except _agent_gone():  # its sentinel reports the death; the ledger's estimate stands
+                progress = None
             if progress is not None:
                 led.set_progress(i, progress)
         led.now_s = max(led.now_s, now_s())
@@ -338,7 +368,7 @@ class ClusterRuntime:
         assert rec.placement is not None
         p = rec.placement
         self._launches += 1
-        key = f"job{index}#{self._launches}"
+        key = f"{self._run_tag}/job{index}#{self._launches}"
         by_agent: dict[int, list[NodeKey]] = {}
         for k in p.nodes:
             by_agent.setdefault(self._agent_of[(p.gpu_type, k)], []).append((p.gpu_type, k))
@@ -366,4 +396,5 @@ class ClusterRuntime:
             else:
                 holds.append(handle.hold.remote(spec))
         self._gangs[index] = _Gang(key, agents, wait)
-        ray.get(holds)  # a member that cannot take its GPUs is a bug: fail loudly
+        with contextlib.suppress(*_agent_gone()):  # a dead agent is reported by its sentinel
+            ray.get(holds)  # a member that cannot take its GPUs is a bug: fail loudly
