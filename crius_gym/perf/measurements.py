@@ -47,6 +47,7 @@ from crius_gym.hardware.cluster import NodeGroup
 from crius_gym.hardware.gpus import GPUCatalog, load_gpu_catalog
 from crius_gym.perf.framework import load_frameworks
 from crius_gym.perf.plan import Layout, Recompute
+from crius_gym.wholenumbers import parse_whole
 from crius_gym.workload.models import FAMILIES, ModelSpec, build_model
 
 ARCH_COLUMNS = (
@@ -191,7 +192,10 @@ def int_field(value: str, path: str, line: int, field: str, *, positive: bool = 
         raise InputFileError(path, f"{value!r} is not a number", row=line, field=field) from None
     if not f.is_integer() or (positive and f < 1):
         raise InputFileError(path, f"{value!r} must be a positive integer", row=line, field=field)
-    return int(f)
+    try:
+        return parse_whole(value)  # exactly: a float has 53 bits
+    except ValueError as exc:
+        raise InputFileError(path, str(exc), row=line, field=field) from None
 
 
 def _opt_int(row: dict[str, str], key: str, path: str, line: int) -> int | None:

@@ -71,8 +71,9 @@ class AgentPolicy:
         self._gated = bool(margin) or envelope is not None
         self._actor = GreedyActor(model, margin, envelope)
         self.envelope: Envelope | None = envelope
-        folder = model_path.parent if model_path.name == "model.zip" else model_path
-        self.name = name or folder.stem + ("" if deployment == "bare" else "@recorded")
+        given = Path(path)
+        label = given.name if given.is_dir() else given.stem  # a policy folder's own name
+        self.name = name or label + ("" if deployment == "bare" else "@recorded")
         self.steps = 0
 
     def reset(self, ctx: PolicyContext) -> None:

@@ -70,6 +70,7 @@ def fidelity_markdown(
         for k, v in options.items()
         if v not in (None, False) and k not in ("out", "force", "no_progress", "data_dir", "report")
     ).replace(" True", "")
+    scale = float(options.get("time_scale") or 1.0)  # type: ignore[arg-type]
     lines = [
         "# Runtime fidelity: the simulator against a Ray cluster",
         "",
@@ -101,8 +102,11 @@ def fidelity_markdown(
         "milliseconds of wall time after it happens, i.e. seconds of scenario time at the time "
         "scale used, and every later event of that job's GPUs moves by as much; (2) *decision "
         "time*: the policy's wall time passes on the cluster's clock (the simulator decides in "
-        "zero time); (3) *near ties*: policies that compare remaining times (Crius) can choose "
-        "differently when (1) and (2) shift a job's progress by a fraction of an iteration, "
+        f"zero time): at {scale:g}x a millisecond of decision is {scale / 1000:g} scenario "
+        "seconds in which nothing starts, so a policy that decides slowly (a network behind a "
+        "simulator copy, tens of ms) loses more than it would at real speed; (3) *near "
+        "ties*: policies that compare remaining times (Crius) can choose differently when "
+        "(1) and (2) shift a job's progress by a fraction of an iteration, "
         "after which the schedules diverge (`same decisions` is the common prefix of the two "
         "sequences of placements, in start order; `same final Cell` counts the jobs that "
         "ended on the same GPU type and count).",

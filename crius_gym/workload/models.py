@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from crius_gym.errors import ConfigError, InputFileError, UnknownNameError
+from crius_gym.wholenumbers import parse_whole
 from crius_gym.yamlfile import load_yaml, load_yaml_file
 
 Dtype = Literal["fp16", "bf16", "fp32"]
@@ -248,10 +249,8 @@ def build_model(name: str, family: str, values: Mapping[str, Any]) -> ModelSpec:
                     else str(raw).strip().lower() in ("1", "true", "yes")
                 )
             elif ftype == "int":
-                number = float(raw)
-                if not number.is_integer():  # 2.5 is not 2; inf and nan are not integers
-                    raise ValueError(raw)
-                kwargs[f.name] = int(number)
+                # Exactly: 2.5 is not 2, inf and nan are not integers, 2**53 + 1 stays itself.
+                kwargs[f.name] = parse_whole(str(raw))
             elif ftype == "float":
                 kwargs[f.name] = float(raw)
                 if not math.isfinite(kwargs[f.name]):

@@ -31,6 +31,7 @@ from crius_gym.workload.formats.records import (
     number,
     require,
     timestamp_s,
+    whole,
 )
 
 #: Format name (``--trace-format helios``).
@@ -55,6 +56,7 @@ def _record(line: int, v: dict[str, str]) -> TraceRecord:
     gpus = number(v["gpu_num"], "gpu_num")
     if gpus < 0 or not gpus.is_integer():
         raise RowError("gpu_num", f"{v['gpu_num']!r} must be an integer >= 0")
+    gpus = whole(v["gpu_num"], "gpu_num")  # exactly (a float has 53 bits)
     if gpus == 0:
         raise RowError("gpu_num", "0 (a CPU job)")
     duration = number(v["duration"], "duration")

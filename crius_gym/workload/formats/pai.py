@@ -32,6 +32,7 @@ from crius_gym.workload.formats.records import (
     TraceRecord,
     csv_rows,
     number,
+    whole,
 )
 
 #: Format name (``--trace-format pai``).
@@ -95,6 +96,7 @@ def _task_gpus(path: Path) -> dict[str, tuple[int, str | None] | str]:
             inst = number(v["inst_num"], "inst_num") if v["inst_num"] else 1.0
             if inst < 1 or not inst.is_integer():
                 raise RowError("inst_num", f"{v['inst_num']!r} must be an integer >= 1")
+            inst = float(whole(v["inst_num"], "inst_num")) if v["inst_num"] else 1.0
             plan = number(v["plan_gpu"], "plan_gpu") if v["plan_gpu"] else 0.0
             if plan < 0:
                 raise RowError("plan_gpu", f"{v['plan_gpu']!r} must be >= 0")

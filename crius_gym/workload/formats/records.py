@@ -18,6 +18,7 @@ from typing import Any
 
 from crius_gym.csvlines import records_with_lines
 from crius_gym.errors import InputFileError, utf8_text
+from crius_gym.wholenumbers import parse_whole
 from crius_gym.workload.job import TraceIssue
 from crius_gym.workload.models import ModelSpec
 
@@ -106,14 +107,23 @@ def number(text: str, field: str) -> float:
     return value
 
 
+def whole(text: str, field: str) -> int:
+    """An integer read exactly, or :class:`RowError` naming ``field``.
+
+    ``4`` and ``4.0`` are 4; see :func:`~crius_gym.wholenumbers.parse_whole`.
+    """
+    try:
+        return parse_whole(text)
+    except ValueError as exc:
+        raise RowError(field, str(exc)) from None
+
+
 def positive_int(text: str, field: str) -> int:
-    """An integer >= 1 (``4`` or ``4.0``), or :class:`RowError` naming ``field``."""
-    value = number(text, field)
+    """An integer >= 1 (``4`` or ``4.0``) read exactly, or :class:`RowError` naming ``field``."""
+    value = whole(text, field)
     if value <= 0:
         raise RowError(field, f"{text!r} must be positive")
-    if not value.is_integer():
-        raise RowError(field, f"{text!r} must be an integer")
-    return int(value)
+    return value
 
 
 def timestamp_s(text: str, field: str) -> float:
