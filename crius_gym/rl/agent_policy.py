@@ -16,9 +16,10 @@ policies (the reference policy's settings) see the same observation otherwise.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
@@ -75,6 +76,23 @@ class AgentPolicy:
         label = given.name if given.is_dir() else given.stem  # a policy folder's own name
         self.name = name or label + ("" if deployment == "bare" else "@recorded")
         self.steps = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AgentPolicy:
+        """A copy for a lookahead's rollouts.
+
+        The network, catalogues and encoders are shared (read-only); the guide's policy state
+        is the copy's own.
+        """
+        env = self._env
+        other = copy.copy(self)
+        other._env = copy.copy(env)
+        if env.guide is not None:
+            guide = copy.copy(env.guide)
+            guide.policy = copy.deepcopy(env.guide.policy, memo)
+            guide._ids = dict(env.guide._ids)
+            other._env.guide = guide
+        other._env._acted = set(env._acted)
+        return other
 
     def reset(self, ctx: PolicyContext) -> None:
         """Start a run: the guide's policy state starts afresh, as at an episode's reset."""

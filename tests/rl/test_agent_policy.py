@@ -47,3 +47,21 @@ def test_the_adapter_refuses_another_cluster_and_a_bad_deployment() -> None:
     small = dataclasses.replace(small, jobs=small.jobs[:3])
     with pytest.raises(ConfigError, match="cluster"):
         sim.run(small, policy)
+
+
+def test_a_lookahead_over_the_network_with_no_alternatives_is_the_network() -> None:
+    from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
+
+    sc = load_scenario("tiny")
+    agent = AgentPolicy(REFERENCE, sc)
+    tuner = agent._env.tuner
+    trace = sc.own_trace(None, tuner)
+    trace = dataclasses.replace(trace, jobs=trace.jobs[:10])
+    plain = sc.make_simulator(tuner, None, None).run(trace, agent)
+    look = LookaheadPolicy(
+        LookaheadOptions(head_jobs=0, cells_per_job=1, running_jobs=0, margin=0.999999),
+        base=AgentPolicy(REFERENCE, sc),
+    )
+    same = sc.make_simulator(tuner, None, None).run(trace, look)
+    assert [j.finish_s for j in same.jobs] == [j.finish_s for j in plain.jobs]
+    assert look.stats.rollouts > 0
