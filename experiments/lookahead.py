@@ -44,8 +44,10 @@ from crius_gym.yamlfile import load_yaml
 class TimedLookahead(LookaheadPolicy):
     """The lookahead, timing each decision and optionally auditing truncated rollouts."""
 
-    def __init__(self, options: LookaheadOptions, audit_every: int = 0) -> None:
-        super().__init__(options)
+    def __init__(
+        self, options: LookaheadOptions, audit_every: int = 0, base: Policy | None = None
+    ) -> None:
+        super().__init__(options, base=base)
         self.times_s: list[float] = []
         self.audit_every = audit_every
         self.audited = 0
@@ -178,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="output folder (default: results/tmp/lookahead-<time>/)",
     )
+    p.add_argument(
+        "--base-policy",
+        default=None,
+        metavar="PATH",
+        help="a saved agent (policy folder or .zip) as the rollout policy instead of the "
+        "options' base: the network proposes and finishes every rollout (bare, no margin)",
+    )
     p.add_argument("--force", action="store_true", help="replace existing outputs")
     args = p.parse_args(argv)
     prov = Provenance.capture()
@@ -204,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
             audit = (
                 args.audit if args.audit_scenarios is None or name in args.audit_scenarios else 0
             )
-            policy = TimedLookahead(options, audit)
+            base = None
+            if args.base_policy:
+                from crius_gym.rl.agent_policy import AgentPolicy
+
+                base = AgentPolicy(args.base_policy, scenario)
+            policy = TimedLookahead(options, audit, base)
             t0 = time.perf_counter()
             look = scenario.make_simulator().run(trace, policy)
             look_s = time.perf_counter() - t0
@@ -238,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
                 "audit_regret_s": policy.regret_s,
                 "audit_gain_s": policy.gain_s,
                 "wall_s": look_s,
-                "options": ", ".join(f"{k}={v}" for k, v in vars(options).items()),
+                "options": ", ".join(
+                    f"{k}={args.base_policy if k == 'base' and args.base_policy else v}"
+                    for k, v in vars(options).items()
+                ),
             }
             rows.append(row)
             print(
@@ -261,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         "lookahead / Crius on the same trace; ± is the 95% confidence interval of the mean over "
         "the traces (Student t). Milliseconds are wall time per simulator decision on this "
         "machine (2 cores; one process).",
-        "",
+        ""
+        if not args.base_policy
+        else f"\nRollout policy: the saved agent `{args.base_policy}` (bare network, through "
+        "`crius_gym.rl.agent_policy.AgentPolicy`) instead of Crius: it proposes, and decides "
+        "everything after a candidate in each rollout.\n",
         "| scenario | traces | jobs | GPUs | avg JCT vs Crius | throughput vs Crius "
         "| worst trace | ms / decision (p99) | Crius ms / decision | changed "
         "| rollouts / decision | truncated | audit: same best | audit: gain lost |",
