@@ -13,8 +13,6 @@ here and in the simulator comes from what happened on the cluster, not from two 
 
 from __future__ import annotations
 
-import bisect
-
 from crius_gym.sim.allocator import Placement
 from crius_gym.sim.records import JobRecord, JobStatus
 from crius_gym.sim.simulator import Simulator
@@ -88,19 +86,10 @@ class Ledger(Simulator):
         rec = self._records[index]
         self._touch(rec)
         self._stop_running(rec)
-        assert rec.placement is not None
-        self._close_segment(rec, rec.placement, "failed")
-        self._alloc.release(rec.placement)
-        del self._active[rec.index]
         lost = max(0.0, rec.progress_iters - checkpoint_iters)
-        rec.progress_iters = min(rec.progress_iters, max(0.0, checkpoint_iters))
-        rec.placement = None
-        rec.cell, rec.constraints = None, None
-        rec.iter_time_s = rec.estimated_iter_time_s = 0.0
-        rec.status = JobStatus.WAITING
-        rec.waiting_since_s = self.now_s
-        rec.version += 1  # cancels its pending pause end
-        bisect.insort(self._waiting, rec.index)
+        saved = min(rec.progress_iters, max(0.0, checkpoint_iters))
+        self._requeue(rec, "failed")
+        rec.progress_iters = saved
         self._record_point()
         return lost
 

@@ -486,8 +486,18 @@ class Simulator:
             rec.base_iters = rec.progress_iters
             if not self._compat.suspend_double_count:
                 rec.exec_s = 0.0
+        self._requeue(rec, "preempt")
+        rec.preemptions += 1
+
+    def _requeue(self, rec: JobRecord, ended: Ended) -> None:
+        """Take a stopped job off its GPUs and back to the queue, its progress as it stands.
+
+        Args:
+            rec: the job (its running accounting already stopped).
+            ended: how its segment ends (``preempt``; a runtime's ``failed``).
+        """
         assert rec.placement is not None
-        self._close_segment(rec, rec.placement, "preempt")
+        self._close_segment(rec, rec.placement, ended)
         self._alloc.release(rec.placement)
         del self._active[rec.index]
         rec.placement = None
@@ -495,8 +505,7 @@ class Simulator:
         rec.iter_time_s = rec.estimated_iter_time_s = 0.0
         rec.status = JobStatus.WAITING
         rec.waiting_since_s = self.now_s
-        rec.preemptions += 1
-        rec.version += 1
+        rec.version += 1  # cancels its pending events
         bisect.insort(self._waiting, rec.index)
 
     def _segment(self, rec: JobRecord, placement: Placement, ended: Ended) -> Segment:
