@@ -179,7 +179,7 @@ class LookaheadPolicy:
         for _ in range(opts.max_steps):
             if plan is None:
                 base_after = self._copy(base, work)
-                plan = list(base_after.decide(work.snapshot()))
+                plan = self._plan(base_after, work)
                 rejects = [a for a in plan if isinstance(a, Reject)]
                 if rejects:  # a job the base can never run: not a choice
                     work.apply(rejects)
@@ -211,11 +211,15 @@ class LookaheadPolicy:
             # Past max_steps: the rest of the base's plan at this instant, as it stands.
             if plan is None:
                 base_after = self._copy(base, work)
-                plan = list(base_after.decide(work.snapshot()))
+                plan = self._plan(base_after, work)
             chosen.extend(plan)
             base = base_after
         self.base = base
         return chosen
+
+    def _plan(self, base: Policy, work: Simulator) -> list[Action]:
+        """The base's plan for the rest of this instant (a hook for callers that hold it)."""
+        return list(base.decide(work.snapshot()))
 
     def _costs(
         self,

@@ -1,0 +1,373 @@
+"""Distil the lookahead scheduler (crius-lookahead) into the network by DAgger rounds.
+
+Round k runs --episodes training episodes of --scenario (the env settings of --init), driven
+by the best network so far with probability 1 − β_k (β_k = --beta × --beta-decay^k; round 0
+with the default β = 1 is driven by the teacher), and labels every state where the env offers a
+choice with the lookahead's best action among those the env can express (its rollouts hold only
+the jobs already arrived: no label reads the episode's future). The labels of all rounds so far
+are pooled, and a network starting from --init's weights is trained on them by masked
+cross-entropy (--epochs passes, Adam at --lr; 10% of the states held out to measure agreement).
+Its bare network (no guide margin, no envelope) is then scored on the first --val-traces
+validation traces of every --val-scenarios scenario (mean over scenarios of the mean JCT ratio
+to Crius); a round is kept when it beats the best kept one (the init counts as round −1) by more
+than --tolerance, and the best kept network drives the next round.
+
+Resumable: each round's labels (labels.npz), network (model.zip, metadata.yaml) and record
+(distill.yaml) are written as they finish; rerun the same command to go on. Writes
+--out/<name>/distill.md and distill.csv with the command and git revision; the policy folders
+are --out/<name>/round<k>/ and run with ``evaluate.py --policy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from crius_gym.cli import COUNT, NONNEG, NONNEG_INT, POSITIVE, SEED, Number, run_main
+from crius_gym.provenance import Provenance
+
+VAL_SCENARIOS = ["hetero-64", "crius-testbed", "crius-sim-1280-crowd"]
+TEACHER_DEFAULTS = {"running_jobs": 4, "horizon_s": 3600.0}
+
+
+FRACTION = Number(float, 0.0, 1.0)
+"""A probability."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--name", default="dagger", help="name of this run (default: dagger)")
+    p.add_argument(
+        "--init",
+        default="results/reference_policy",
+        help="saved policy whose weights and env settings every round starts from "
+        "(default: results/reference_policy)",
+    )
+    p.add_argument("--scenario", default="mix", help="training scenario (default: mix)")
+    p.add_argument("--rounds", type=COUNT, default=3, help="DAgger rounds (default: 3)")
+    p.add_argument(
+        "--episodes", type=COUNT, default=100, help="labelled episodes per round (default: 100)"
+    )
+    p.add_argument(
+        "--beta",
+        type=FRACTION,
+        default=1.0,
+        help="round 0's probability of executing the teacher's label (default: 1)",
+    )
+    p.add_argument(
+        "--beta-decay",
+        type=FRACTION,
+        default=0.0,
+        help="β of round k is --beta × this^k (default: 0: later rounds follow the network)",
+    )
+    p.add_argument(
+        "--epochs", type=COUNT, default=10, help="cross-entropy passes per round (default: 10)"
+    )
+    p.add_argument(
+        "--lr", type=POSITIVE, default=3e-4, help="Adam learning rate of the distillation"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="teacher option (LookaheadOptions field; repeatable; defaults: running_jobs=4, "
+        "horizon_s=3600)",
+    )
+    p.add_argument(
+        "--val-scenarios",
+        nargs="+",
+        default=VAL_SCENARIOS,
+        help=f"validation scenarios of the keep rule (default: {' '.join(VAL_SCENARIOS)})",
+    )
+    p.add_argument(
+        "--val-traces",
+        type=NONNEG_INT,
+        default=4,
+        help="validation traces per scenario (default: 4; 0: no validation, every round kept)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=NONNEG,
+        default=0.002,
+        help="a round is kept when its score is below the best kept by more than this",
+    )
+    p.add_argument("--seed", type=SEED, default=0, help="seed of episodes and training")
+    p.add_argument(
+        "--out",
+        default="results/tmp/distill",
+        help="root of the run folder (default: results/tmp/distill)",
+    )
+    return p.parse_args(argv)
+
+
+def _teacher_options(items: list[str]) -> Any:
+    from crius_gym.policies.lookahead import LookaheadOptions
+    from crius_gym.yamlfile import load_yaml
+
+    opts: dict[str, Any] = dict(TEACHER_DEFAULTS)
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
+        opts[key] = load_yaml(value, f"--set {item!r}")
+    try:
+        return LookaheadOptions(**opts)
+    except TypeError as exc:
+        raise SystemExit(f"--set: {exc}") from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    # The RL stack is imported here: --help answers at once.
+    import numpy as np
+    import pandas as pd
+    import torch
+    import yaml
+
+    from crius_gym.atomic import atomic_write_text
+    from crius_gym.env.cluster_env import CriusEnv
+    from crius_gym.env.config import EnvConfig
+    from crius_gym.rl.agent import GreedyActor
+    from crius_gym.rl.dagger import collect_dagger, load_demonstrations, pool, save_demonstrations
+    from crius_gym.rl.expert_iteration import bare_validation, mean_score
+    from crius_gym.rl.imitation import Demonstrations, agreement, behaviour_clone
+    from crius_gym.rl.saved import load_policy, policy_file, read_metadata, write_metadata
+    from crius_gym.scenarios import load_scenario
+    from crius_gym.yamlfile import load_yaml_file
+
+    prov = Provenance.capture()
+    teacher = _teacher_options(args.set)
+    folder = Path(args.out) / args.name
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / "distill.yaml"
+    # More rounds may follow a finished run; every other setting must stay.
+    settings = {k: v for k, v in vars(args).items() if k != "rounds"}
+    settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
+    records: list[dict[str, Any]] = []
+    if log_path.is_file():
+        saved = load_yaml_file(log_path) or {}
+        if saved.get("settings") != settings:
+            raise SystemExit(
+                f"{log_path}: written with other settings; use another --name or remove it"
+            )
+        records = list(saved.get("rounds") or [])
+
+    def write_log() -> None:
+        atomic_write_text(
+            log_path, yaml.safe_dump({"settings": settings, "rounds": records}, sort_keys=False)
+        )
+
+    init = policy_file(args.init)
+    meta = read_metadata(init)
+    cfg = EnvConfig(**dict(meta["env_config"]))
+    env = CriusEnv(load_scenario(args.scenario), cfg)
+    torch.manual_seed(args.seed)
+
+    best_path: Path = init
+    best_score = math.inf
+    if args.val_traces:
+        init_rec = next((r for r in records if r["round"] == -1), None)
+        if init_rec is None:
+            print(f"validating the initial network {init} ...", flush=True)
+            first = bare_validation(init, args.val_scenarios, args.val_traces)
+            init_rec = {
+                "round": -1,
+                "policy": str(init),
+                "per_scenario": first,
+                "score": mean_score(first),
+                "kept": True,
+            }
+            records.append(init_rec)
+            write_log()
+        best_score = float(init_rec["score"])
+    for rec in records:
+        if rec["round"] >= 0 and rec["kept"]:
+            best_path, best_score = Path(rec["policy"]), float(rec["score"])
+
+    parts: list[Demonstrations] = []
+    for k in range(args.rounds):
+        rdir = folder / f"round{k}"
+        rdir.mkdir(exist_ok=True)
+        labels_file = rdir / "labels.npz"
+        done = next((r for r in records if r["round"] == k), None)
+        if labels_file.is_file():
+            demos = load_demonstrations(str(labels_file))
+            stats_rec = (done or {}).get("labelling") or yaml.safe_load(
+                (rdir / "labelling.yaml").read_text()
+            )
+        else:
+            beta = args.beta * (args.beta_decay**k if k else 1.0)
+            print(
+                f"round {k}: labelling {args.episodes} episodes, driven by "
+                f"{best_path} (β = {beta:g})",
+                flush=True,
+            )
+            driver, _ = load_policy(policy_file(best_path), env)
+            seeds = [args.seed * 1_000_003 + k * 10_007 + i for i in range(args.episodes)]
+            demos, stats = collect_dagger(
+                env,
+                GreedyActor(driver),
+                teacher,
+                seeds,
+                beta,
+                np.random.default_rng([args.seed, k]),
+                log=print,
+            )
+            stats_rec = {
+                "beta": beta,
+                "driver": str(best_path),
+                "episodes": stats.episodes,
+                "labels": stats.labels,
+                "unlabelled": stats.unlabelled,
+                "agree_with_driver": stats.agree / max(1, stats.labels),
+                "label_is_crius": stats.guide / max(1, stats.labels),
+                "teacher_steps": stats.teacher_steps,
+                "ms_per_label": stats.ms_per_label,
+                "label_s": stats.label_s,
+                "waiting_max": stats.waiting_max,
+                "running_max": stats.running_max,
+            }
+            save_demonstrations(demos, str(labels_file))
+            atomic_write_text(rdir / "labelling.yaml", yaml.safe_dump(stats_rec))
+        parts.append(demos)
+        if done is not None:
+            continue
+        data = pool(parts)
+        rng = np.random.default_rng([args.seed, k, 1])
+        order = rng.permutation(len(data))
+        cut = max(1, len(data) // 10)
+
+        def subset(idx: Any, d: Demonstrations = data) -> Demonstrations:
+            return Demonstrations(
+                {key: v[idx] for key, v in d.obs.items()},
+                d.masks[idx],
+                d.actions[idx],
+                d.returns[idx],
+                d.episodes,
+                d.skipped,
+            )
+
+        held, train = subset(order[:cut]), subset(order[cut:])
+        model, _ = load_policy(init, env)
+        before = agreement(model, held)
+        print(
+            f"round {k}: distilling {len(train)} labels ({len(held)} held out; "
+            f"agreement before {before:.3f})",
+            flush=True,
+        )
+        fit = behaviour_clone(model, train, args.epochs, seed=args.seed + k, learning_rate=args.lr)
+        after = agreement(model, held)
+        model.save(rdir / "model.zip")
+        write_metadata(
+            rdir,
+            env,
+            {
+                **{
+                    key: v
+                    for key, v in meta.items()
+                    if key
+                    not in (
+                        "env_id",
+                        "env_namespace",
+                        "env_version",
+                        "scenario",
+                        "env_config",
+                        "spaces",
+                        "deployment",
+                        "sessions",
+                        "best_validation",
+                        "evaluations",
+                    )
+                },
+                "command": prov.command,
+                "date": prov.date,
+                "version": prov.version,
+                "git_revision": prov.git_revision,
+                "run": f"{args.name}-round{k}",
+                "distilled": {
+                    "init": str(init),
+                    "round": k,
+                    "labels": len(data),
+                    "teacher": settings["teacher"],
+                },
+                "in_progress": False,
+                "interrupted": False,
+            },
+        )
+        per: dict[str, float] = {}
+        score = math.nan
+        if args.val_traces:
+            print(f"round {k}: validating the bare network ...", flush=True)
+            per = bare_validation(rdir, args.val_scenarios, args.val_traces)
+            score = mean_score(per)
+        kept = not args.val_traces or score < best_score - args.tolerance
+        if kept:
+            best_path, best_score = rdir, score if args.val_traces else best_score
+        rec = {
+            "round": k,
+            "policy": str(rdir),
+            "labelling": stats_rec,
+            "pooled_labels": len(data),
+            "bc_accuracy": fit["bc_accuracy"],
+            "held_out_agreement_before": before,
+            "held_out_agreement": after,
+            "per_scenario": per,
+            "score": score,
+            "kept": kept,
+        }
+        records.append(rec)
+        write_log()
+        print(
+            f"round {k}: validation {per} score {score:.4f} ({'kept' if kept else 'not kept'})",
+            flush=True,
+        )
+
+    rows = []
+    for r in sorted(records, key=lambda r: r["round"]):
+        lab = r.get("labelling") or {}
+        rows.append(
+            {
+                "round": r["round"],
+                "policy": r["policy"],
+                "beta": lab.get("beta"),
+                "labels": lab.get("labels"),
+                "pooled_labels": r.get("pooled_labels"),
+                "label_is_crius": lab.get("label_is_crius"),
+                "agree_with_driver": lab.get("agree_with_driver"),
+                "ms_per_label": lab.get("ms_per_label"),
+                "held_out_agreement": r.get("held_out_agreement"),
+                **{f"jct_ratio_{s}": v for s, v in (r.get("per_scenario") or {}).items()},
+                "score": r["score"],
+                "kept": r["kept"],
+            }
+        )
+    table = pd.DataFrame(rows)
+    atomic_write_text(folder / "distill.csv", table.to_csv(index=False))
+    md = [
+        f"# DAgger from the lookahead: {args.name}",
+        "",
+        prov.markdown(),
+        "",
+        "Round −1 is the initial network. Labels: the lookahead's best expressible action at "
+        "every state with a choice (`crius_gym/rl/dagger.py`); score: mean over the validation "
+        "scenarios of the bare network's mean JCT ratio to Crius.",
+        "",
+        table.to_markdown(index=False, floatfmt=".4g"),
+        "",
+    ]
+    atomic_write_text(folder / "distill.md", "\n".join(md))
+    print(f"wrote {folder / 'distill.md'}", flush=True)
+
+
+def cli() -> None:
+    """Console entry point."""
+    run_main(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,142 @@
+"""DAgger from the lookahead: labels are the teacher's, expressible, and blind to the future."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.env.config import EnvConfig
+from crius_gym.policies.lookahead import LookaheadOptions
+from crius_gym.rl.agent import GreedyActor
+from crius_gym.rl.dagger import (
+    EnvLookahead,
+    collect_dagger,
+    load_demonstrations,
+    pool,
+    save_demonstrations,
+)
+from crius_gym.rl.saved import load_policy, model_metadata, policy_file
+from crius_gym.scenarios import load_scenario
+
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference_policy"
+# With no alternatives and a margin no rollout reaches, the lookahead is its rollout policy.
+NO_ALTERNATIVES = LookaheadOptions(head_jobs=0, cells_per_job=1, running_jobs=0, margin=0.999)
+
+
+def _env(scenario: str = "tiny") -> CriusEnv:
+    meta = model_metadata(policy_file(REFERENCE))
+    return CriusEnv(load_scenario(scenario), EnvConfig(**meta["env_config"]))
+
+
+def _guided_labels(env: CriusEnv, trace: object, options: LookaheadOptions, until_s: float):
+    """(time, label) at every state with a choice before ``until_s``, the guide driving."""
+    env.reset(seed=0, options={"trace": trace})
+    out = []
+    while env.sim.now_s < until_s:
+        mask = env.action_masks()
+        guide = env.guide_action()
+        if mask[:-1].any():
+            out.append((env.sim.now_s, EnvLookahead(env, options).label()))
+        _, _, term, trunc, _ = env.step(guide)
+        if term or trunc:
+            break
+    return out
+
+
+def test_with_no_alternatives_the_label_is_the_guides_action() -> None:
+    env = _env()
+    trace = env.scenario.own_trace(None, env.tuner)
+    env.reset(seed=0, options={"trace": trace})
+    labelled = 0
+    while True:
+        mask = env.action_masks()
+        guide = env.guide_action()
+        if mask[:-1].any():
+            assert EnvLookahead(env, NO_ALTERNATIVES).label() == guide
+            labelled += 1
+        _, _, term, trunc, _ = env.step(guide)
+        if term or trunc:
+            break
+    assert labelled > 10
+
+
+def test_labels_are_valid_actions_and_do_not_read_future_arrivals() -> None:
+    env = _env()
+    trace = env.scenario.own_trace(None, env.tuner)
+    jobs = sorted(trace.jobs, key=lambda j: j.arrival_s)
+    cut_s = jobs[len(jobs) // 2].arrival_s
+    options = LookaheadOptions(running_jobs=2)
+    full = _guided_labels(env, trace, options, cut_s)
+    # The same trace without the jobs that arrive at or after cut_s: another future.
+    shorter = dataclasses.replace(trace, jobs=[j for j in trace.jobs if j.arrival_s < cut_s])
+    cut = _guided_labels(env, shorter, options, cut_s)
+    assert len(full) > 5
+    assert full == cut
+
+
+def test_teacher_driven_collection_labels_every_choice_and_round_trips(tmp_path: Path) -> None:
+    env = _env()
+    model, _ = load_policy(policy_file(REFERENCE), env)
+    demos, stats = collect_dagger(
+        env, GreedyActor(model), LookaheadOptions(), [0, 1], 1.0, np.random.default_rng(0)
+    )
+    assert stats.episodes == 2 and stats.labels == len(demos) > 0
+    assert stats.teacher_steps == stats.labels  # β = 1: every label was executed
+    assert 0 <= stats.agree <= stats.labels and stats.ms_per_label > 0
+    wait = env.config.num_actions - 1
+    for mask, action in zip(demos.masks, demos.actions, strict=True):
+        assert mask[:-1].any() and mask[action]
+        assert action == wait or action < wait
+    path = str(tmp_path / "labels.npz")
+    save_demonstrations(demos, path)
+    back = load_demonstrations(path)
+    assert np.array_equal(back.actions, demos.actions)
+    assert np.array_equal(back.masks, demos.masks)
+    assert back.obs.keys() == demos.obs.keys()
+    for key in demos.obs:
+        assert np.array_equal(back.obs[key], demos.obs[key])
+    both = pool([demos, back])
+    assert len(both) == 2 * len(demos) and both.episodes == 4
+
+
+def test_collection_is_deterministic_and_checks_beta() -> None:
+    env = _env()
+    model, _ = load_policy(policy_file(REFERENCE), env)
+    runs = [
+        collect_dagger(
+            env, GreedyActor(model), LookaheadOptions(), [3], 0.5, np.random.default_rng(7)
+        )[0]
+        for _ in range(2)
+    ]
+    assert np.array_equal(runs[0].actions, runs[1].actions)
+    with pytest.raises(ValueError, match="beta"):
+        collect_dagger(
+            env, GreedyActor(model), LookaheadOptions(), [3], 1.5, np.random.default_rng(0)
+        )
+
+
+def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) -> None:
+    from crius_gym.scripts.distill_lookahead import main
+
+    argv = [
+        "--name", "t", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "2",
+        "--episodes", "2", "--epochs", "1", "--val-scenarios", "tiny", "--val-traces", "1",
+        "--out", str(tmp_path),
+    ]  # fmt: skip
+    main([*argv[:7], "1", *argv[8:]])  # round 0 only
+    folder = tmp_path / "t"
+    labels0 = folder / "round0" / "labels.npz"
+    stamp = labels0.stat().st_mtime_ns
+    main(argv)  # goes on with round 1, keeps round 0
+    assert labels0.stat().st_mtime_ns == stamp
+    table = (folder / "distill.csv").read_text().splitlines()
+    assert len(table) == 1 + 3  # the initial network, rounds 0 and 1
+    assert (folder / "round1" / "model.zip").is_file()
+    assert "git" in (folder / "distill.md").read_text()
+    # The saved round runs as a policy.
+    env = _env()
+    load_policy(policy_file(folder / "round0"), env)
