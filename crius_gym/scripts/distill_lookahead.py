@@ -29,6 +29,8 @@ from crius_gym.cli import COUNT, NONNEG, NONNEG_INT, POSITIVE, SEED, Number, run
 from crius_gym.provenance import Provenance
 
 VAL_SCENARIOS = ["hetero-64", "crius-testbed", "crius-sim-1280-crowd"]
+CHUNK = 10
+"""Episodes labelled between saves."""
 TEACHER_DEFAULTS = {"running_jobs": 4, "horizon_s": 3600.0}
 
 
@@ -208,32 +210,61 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
             driver, _ = load_policy(policy_file(best_path), env)
-            seeds = [args.seed * 1_000_003 + k * 10_007 + i for i in range(args.episodes)]
-            demos, stats = collect_dagger(
-                env,
-                GreedyActor(driver),
-                teacher,
-                seeds,
-                beta,
-                np.random.default_rng([args.seed, k]),
-                log=print,
-            )
+            chunks: list[Demonstrations] = []
+            sums: dict[str, float] = {}
+            for c, start in enumerate(range(0, args.episodes, CHUNK)):
+                # Saved every CHUNK episodes: an interrupted round goes on from its last chunk.
+                part = rdir / f"part{c:03d}.npz"
+                if not part.is_file():
+                    stop = min(start + CHUNK, args.episodes)
+                    seeds = [args.seed * 1_000_003 + k * 10_007 + i for i in range(start, stop)]
+                    got, stats = collect_dagger(
+                        env,
+                        GreedyActor(driver),
+                        teacher,
+                        seeds,
+                        beta,
+                        np.random.default_rng([args.seed, k, c]),
+                        log=print,
+                    )
+                    counts = {
+                        "episodes": stats.episodes,
+                        "labels": stats.labels,
+                        "unlabelled": stats.unlabelled,
+                        "agree": stats.agree,
+                        "guide": stats.guide,
+                        "teacher_steps": stats.teacher_steps,
+                        "label_s": stats.label_s,
+                        "waiting_max": stats.waiting_max,
+                        "running_max": stats.running_max,
+                    }
+                    atomic_write_text(part.with_suffix(".yaml"), yaml.safe_dump(counts))
+                    save_demonstrations(got, part)
+                chunks.append(load_demonstrations(part))
+                for key, v in (load_yaml_file(part.with_suffix(".yaml")) or {}).items():
+                    old = sums.get(key, 0)
+                    sums[key] = max(old, v) if key.endswith("_max") else old + v
+                print(f"  chunk {c}: {sums.get('labels', 0):.0f} labels so far", flush=True)
+            demos = pool(chunks)
+            n = max(1.0, sums["labels"])
             stats_rec = {
                 "beta": beta,
                 "driver": str(best_path),
-                "episodes": stats.episodes,
-                "labels": stats.labels,
-                "unlabelled": stats.unlabelled,
-                "agree_with_driver": stats.agree / max(1, stats.labels),
-                "label_is_crius": stats.guide / max(1, stats.labels),
-                "teacher_steps": stats.teacher_steps,
-                "ms_per_label": stats.ms_per_label,
-                "label_s": stats.label_s,
-                "waiting_max": stats.waiting_max,
-                "running_max": stats.running_max,
+                "episodes": int(sums["episodes"]),
+                "labels": int(sums["labels"]),
+                "unlabelled": int(sums["unlabelled"]),
+                "agree_with_driver": sums["agree"] / n,
+                "label_is_crius": sums["guide"] / n,
+                "teacher_steps": int(sums["teacher_steps"]),
+                "ms_per_label": 1000.0 * sums["label_s"] / max(1.0, n + sums["unlabelled"]),
+                "label_s": sums["label_s"],
+                "waiting_max": int(sums["waiting_max"]),
+                "running_max": int(sums["running_max"]),
             }
             save_demonstrations(demos, str(labels_file))
             atomic_write_text(rdir / "labelling.yaml", yaml.safe_dump(stats_rec))
+            for c in range(len(chunks)):  # the round's file holds them all now
+                (rdir / f"part{c:03d}.npz").unlink()
         parts.append(demos)
         if done is not None:
             continue
