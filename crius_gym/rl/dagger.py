@@ -102,6 +102,7 @@ class LabelStats:
         label_s: wall time spent labelling.
         waiting_max: most jobs waiting at a labelled state.
         running_max: most jobs running at a labelled state.
+        per_episode_s: wall time of each episode, labelling included.
     """
 
     episodes: int = 0
