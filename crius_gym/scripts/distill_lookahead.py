@@ -291,7 +291,9 @@ def main(argv: list[str] | None = None) -> None:
             f"agreement before {before:.3f})",
             flush=True,
         )
-        fit = behaviour_clone(model, train, args.epochs, seed=args.seed + k, learning_rate=args.lr)
+        fit = behaviour_clone(
+            model, train, args.epochs, seed=args.seed + k, learning_rate=args.lr, value_coef=0.0
+        )
         after = agreement(model, held)
         model.save(rdir / "model.zip")
         write_metadata(

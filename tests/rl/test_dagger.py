@@ -140,3 +140,29 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     # The saved round runs as a policy.
     env = _env()
     load_policy(policy_file(folder / "round0"), env)
+
+
+def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> None:
+    import torch
+
+    from crius_gym.rl.imitation import agreement, behaviour_clone
+
+    env = _env()
+    model, _ = load_policy(policy_file(REFERENCE), env)
+    demos, _ = collect_dagger(
+        env,
+        GreedyActor(model),
+        LookaheadOptions(running_jobs=2),
+        [0],
+        1.0,
+        np.random.default_rng(0),
+    )
+    value_head = [p.detach().clone() for p in model.policy.value_net.parameters()]
+    everything = [p.detach().clone() for p in model.policy.parameters()]
+    before = agreement(model, demos)
+    behaviour_clone(model, demos, epochs=20, learning_rate=1e-3, value_coef=0.0)
+    after_value = list(model.policy.value_net.parameters())
+    after_all = list(model.policy.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(value_head, after_value, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(everything, after_all, strict=True))
+    assert agreement(model, demos) >= before  # it fits its own labels at least as well
