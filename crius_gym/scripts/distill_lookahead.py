@@ -199,9 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         done = next((r for r in records if r["round"] == k), None)
         if labels_file.is_file():
             demos = load_demonstrations(str(labels_file))
-            stats_rec = (done or {}).get("labelling") or yaml.safe_load(
-                (rdir / "labelling.yaml").read_text()
-            )
+            stats_rec = (done or {}).get("labelling") or load_yaml_file(rdir / "labelling.yaml")
         else:
             beta = args.beta * (args.beta_decay**k if k else 1.0)
             print(
