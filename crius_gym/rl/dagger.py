@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from crius_gym.atomic import atomic_path
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
 from crius_gym.rl.agent import GreedyActor
-from crius_gym.rl.imitation import Demonstrations
+from crius_gym.rl.imitation import Demonstrations, discounted_returns
 from crius_gym.sim.actions import Action
 from crius_gym.sim.policy import Policy
 from crius_gym.sim.simulator import Simulator
@@ -102,7 +102,6 @@ class LabelStats:
         label_s: wall time spent labelling.
         waiting_max: most jobs waiting at a labelled state.
         running_max: most jobs running at a labelled state.
-        per_episode_s: wall time of each episode, labelling included.
     """
 
     episodes: int = 0
@@ -114,13 +113,33 @@ class LabelStats:
     label_s: float = 0.0
     waiting_max: int = 0
     running_max: int = 0
-    per_episode_s: list[float] = field(default_factory=list)
 
     @property
     def ms_per_label(self) -> float:
         """Mean labelling time per state (ms)."""
         n = self.labels + self.unlabelled
         return 1000.0 * self.label_s / n if n else float("nan")
+
+    def __add__(self, other: LabelStats) -> LabelStats:
+        """Two batches of episodes together (counts add, maxima take the larger)."""
+        return LabelStats(
+            **{
+                f.name: max(getattr(self, f.name), getattr(other, f.name))
+                if f.name.endswith("_max")
+                else getattr(self, f.name) + getattr(other, f.name)
+                for f in fields(self)
+            }
+        )
+
+    def summary(self) -> dict[str, float]:
+        """The counts with the shares and the cost per label, for a report."""
+        n = max(1, self.labels)
+        return {
+            **asdict(self),
+            "agree_with_driver": self.agree / n,
+            "label_is_crius": self.guide / n,
+            "ms_per_label": self.ms_per_label,
+        }
 
 
 def collect_dagger(
@@ -186,18 +205,13 @@ def collect_dagger(
             rewards.append(float(reward))
             if term or trunc:
                 break
-        g, rets = 0.0, []
-        for r in reversed(rewards):
-            g = r + gamma * g
-            rets.append(g)
-        rets.reverse()
+        rets = discounted_returns(rewards, gamma)
         for (o, m, a), step in zip(ep_rows, ep_label_step, strict=True):
             rows.append(o)
             masks.append(m)
             actions.append(a)
             returns.append(rets[step])
         stats.episodes += 1
-        stats.per_episode_s.append(time.perf_counter() - t0)
         if log is not None:
             log(
                 f"  episode {stats.episodes}/{len(episode_seeds)}: {len(ep_rows)} labels, "

@@ -56,6 +56,16 @@ class Demonstrations:
         return len(self.actions)
 
 
+def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """The discounted return from each step of one episode (``rewards`` in step order)."""
+    g, out = 0.0, []
+    for r in reversed(rewards):
+        g = r + gamma * g
+        out.append(g)
+    out.reverse()
+    return out
+
+
 def collect_demonstrations(
     env: CriusEnv,
     expert: str,
@@ -93,11 +103,7 @@ def collect_demonstrations(
         HeuristicDriver(make_policy(expert, scenario=env.scenario), seed=seed + ep).run(
             demo_env, trace, observe=observe, reset_seed=seed + ep
         )
-        g, rets = 0.0, []
-        for r in reversed(rewards):
-            g = r + gamma * g
-            rets.append(g)
-        rets.reverse()
+        rets = discounted_returns(rewards, gamma)
         for (obs, mask, action), ret in zip(steps, rets, strict=True):
             if not mask[:-1].any():
                 continue  # the training env would not have asked: no choice
@@ -171,12 +177,8 @@ def pretrain_critic(
             rewards.append(float(reward))
             if term or trunc:
                 break
-        g, out = 0.0, []
-        for r in reversed(rewards):
-            g = r + gamma * g
-            out.append(g)
         obs_rows += rows
-        rets += out[::-1]
+        rets += discounted_returns(rewards, gamma)
     n = len(rets)
     target_all = np.array(rets, dtype=np.float32)
     stacked = {k: np.stack([o[k] for o in obs_rows]) for k in obs_rows[0]}

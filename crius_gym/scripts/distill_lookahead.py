@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     from crius_gym.env.cluster_env import CriusEnv
     from crius_gym.env.config import EnvConfig
     from crius_gym.rl.agent import GreedyActor
-    from crius_gym.rl.dagger import collect_dagger, load_demonstrations, pool, save_demonstrations
+    from crius_gym.rl.dagger import (
+        LabelStats,
+        collect_dagger,
+        load_demonstrations,
+        pool,
+        save_demonstrations,
+    )
     from crius_gym.rl.expert_iteration import bare_validation, mean_score
     from crius_gym.rl.imitation import Demonstrations, agreement, behaviour_clone
     from crius_gym.rl.saved import load_policy, policy_file, read_metadata, write_metadata
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         labels_file = rdir / "labels.npz"
         done = next((r for r in records if r["round"] == k), None)
         if labels_file.is_file():
-            demos = load_demonstrations(str(labels_file))
+            demos = load_demonstrations(labels_file)
             stats_rec = (done or {}).get("labelling") or load_yaml_file(rdir / "labelling.yaml")
         else:
             beta = args.beta * (args.beta_decay**k if k else 1.0)
@@ -209,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             driver, _ = load_policy(policy_file(best_path), env)
             chunks: list[Demonstrations] = []
-            sums: dict[str, float] = {}
+            total = LabelStats()
             for c, start in enumerate(range(0, args.episodes, CHUNK)):
                 # Saved every CHUNK episodes: an interrupted round goes on from its last chunk.
                 part = rdir / f"part{c:03d}.npz"
@@ -225,41 +232,14 @@ def main(argv: list[str] | None = None) -> None:
                         np.random.default_rng([args.seed, k, c]),
                         log=print,
                     )
-                    counts = {
-                        "episodes": stats.episodes,
-                        "labels": stats.labels,
-                        "unlabelled": stats.unlabelled,
-                        "agree": stats.agree,
-                        "guide": stats.guide,
-                        "teacher_steps": stats.teacher_steps,
-                        "label_s": stats.label_s,
-                        "waiting_max": stats.waiting_max,
-                        "running_max": stats.running_max,
-                    }
-                    atomic_write_text(part.with_suffix(".yaml"), yaml.safe_dump(counts))
+                    atomic_write_text(part.with_suffix(".yaml"), yaml.safe_dump(asdict(stats)))
                     save_demonstrations(got, part)
                 chunks.append(load_demonstrations(part))
-                for key, v in (load_yaml_file(part.with_suffix(".yaml")) or {}).items():
-                    old = sums.get(key, 0)
-                    sums[key] = max(old, v) if key.endswith("_max") else old + v
-                print(f"  chunk {c}: {sums.get('labels', 0):.0f} labels so far", flush=True)
+                total += LabelStats(**(load_yaml_file(part.with_suffix(".yaml")) or {}))
+                print(f"  chunk {c}: {total.labels} labels so far", flush=True)
             demos = pool(chunks)
-            n = max(1.0, sums["labels"])
-            stats_rec = {
-                "beta": beta,
-                "driver": str(best_path),
-                "episodes": int(sums["episodes"]),
-                "labels": int(sums["labels"]),
-                "unlabelled": int(sums["unlabelled"]),
-                "agree_with_driver": sums["agree"] / n,
-                "label_is_crius": sums["guide"] / n,
-                "teacher_steps": int(sums["teacher_steps"]),
-                "ms_per_label": 1000.0 * sums["label_s"] / max(1.0, n + sums["unlabelled"]),
-                "label_s": sums["label_s"],
-                "waiting_max": int(sums["waiting_max"]),
-                "running_max": int(sums["running_max"]),
-            }
-            save_demonstrations(demos, str(labels_file))
+            stats_rec = {"beta": beta, "driver": str(best_path), **total.summary()}
+            save_demonstrations(demos, labels_file)
             atomic_write_text(rdir / "labelling.yaml", yaml.safe_dump(stats_rec))
             for c in range(len(chunks)):  # the round's file holds them all now
                 (rdir / f"part{c:03d}.npz").unlink()
