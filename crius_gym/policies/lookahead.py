@@ -67,6 +67,15 @@ class LookaheadOptions:
         margin: relative cost improvement another candidate needs to replace the base's action.
         estimated: roll out with the estimator's speeds (the scheduler's view; default) rather
             than the ground truth (an oracle, for measuring only).
+        queue_weight: extra cost per second each present job waits in a rollout (and in a
+            list tail), on top of its time in the system: a stand-in for the arrivals the
+            rollout cannot see, which would queue behind it (0: none; docs/lookahead.md).
+        capacity_price: the price of GPU time, for the arrivals the rollout cannot see: a
+            rollout also costs ``capacity_price × N / G`` job-seconds per GPU-second the present
+            jobs hold (in the rollout and its tail), N the jobs present at the decision and G
+            the cluster's GPUs: if the future is like the present, about N jobs will share the
+            G GPUs, and each GPU-second taken now delays each of them by about 1/G seconds
+            (0: the future is free; docs/lookahead.md).
     """
 
     base: str = "crius"
@@ -83,6 +92,8 @@ class LookaheadOptions:
     max_steps: int = 32
     margin: float = 0.0
     estimated: bool = True
+    queue_weight: float = 0.0
+    capacity_price: float = 0.0
 
     def __post_init__(self) -> None:
         if self.head_jobs < 0 or self.cells_per_job < 1 or self.max_steps < 1:
@@ -97,6 +108,10 @@ class LookaheadOptions:
             raise ConfigError(f"tail must be list or speed, got {self.tail!r}")
         if self.tail_cells < 1:
             raise ConfigError(f"tail_cells must be >= 1, got {self.tail_cells}")
+        if not self.queue_weight >= 0:
+            raise ConfigError(f"queue_weight must be >= 0, got {self.queue_weight}")
+        if not self.capacity_price >= 0:
+            raise ConfigError(f"capacity_price must be >= 0, got {self.capacity_price}")
 
 
 @dataclass
@@ -332,15 +347,23 @@ class LookaheadPolicy:
         except InvalidActionError:
             return _Rollout(math.inf)
         start_s, events = sim.now_s, 0
+        # Job-seconds spent waiting and GPU-seconds held in the rollout, for the extra costs.
+        queue_s = gpu_s = 0.0
         while True:
             # With drain_queue the horizon is a minimum: the rollout goes on while jobs wait.
             hold = opts.drain_queue and bool(sim.waiting_indices)
             if horizon is not None and events >= int(horizon) and not hold:
                 break
+            before_s, waiting = sim.now_s, len(sim.waiting_indices)
+            busy = sim.allocator.busy_gpus()
             if not sim.advance():
                 if sim.jobs_in_system:  # nothing more will happen, yet jobs are left: a stall
                     return _Rollout(math.inf)
-                return _Rollout(rollout_cost_s(sim, present))
+                return _Rollout(
+                    self._charged(sim, rollout_cost_s(sim, present), queue_s, gpu_s, present)
+                )
+            queue_s += waiting * (sim.now_s - before_s)
+            gpu_s += busy * (sim.now_s - before_s)
             events += 1
             if (
                 opts.horizon_s is not None
@@ -353,9 +376,23 @@ class LookaheadPolicy:
                 sim.apply(acts)
         self.stats.truncated += 1
         tail = (
-            _remaining_s(sim) if opts.tail == "speed" else list_schedule_tail(sim, opts.tail_cells)
+            remaining_tail(sim)
+            if opts.tail == "speed"
+            else list_schedule_tail(sim, opts.tail_cells)
         )
-        return _Rollout(rollout_cost_s(sim, present, tail), truncated=True)
+        cost = rollout_cost_s(sim, present, tail)
+        return _Rollout(
+            self._charged(sim, cost, queue_s + tail.queue_s, gpu_s + tail.gpu_s, present),
+            truncated=True,
+        )
+
+    def _charged(
+        self, sim: Simulator, cost_s: float, queue_s: float, gpu_s: float, present: Sequence[int]
+    ) -> float:
+        """A rollout's cost with the prices of waiting and of GPU time (options)."""
+        opts = self.options
+        price = opts.capacity_price * len(present) / sim.cluster.num_gpus
+        return cost_s + opts.queue_weight * queue_s + price * gpu_s
 
 
 def _active_rest_s(sim: Simulator, rec: JobRecord) -> float | None:
@@ -369,21 +406,48 @@ def _active_rest_s(sim: Simulator, rec: JobRecord) -> float | None:
     return None
 
 
-def _remaining_s(sim: Simulator) -> Any:
-    """The rest of a job's time in the system at its current speed (truncated rollouts)."""
-    snap = sim.snapshot()
+@dataclass
+class Tail:
+    """A truncated rollout's estimate of the rest, per open job, with its totals.
 
-    def tail(rec: JobRecord) -> float:
+    Attributes:
+        rest_s: by ``id(record)``, the rest of each open job's time in the system (seconds).
+        queue_s: Σ over the waiting jobs of their wait before they start (seconds).
+        gpu_s: Σ over the open jobs of the GPU-seconds they will hold.
+    """
+
+    rest_s: dict[int, float]
+    queue_s: float = 0.0
+    gpu_s: float = 0.0
+
+    def __call__(self, rec: JobRecord) -> float:
+        """The rest of ``rec``'s time in the system (seconds)."""
+        return self.rest_s[id(rec)]
+
+
+def remaining_tail(sim: Simulator) -> Tail:
+    """The rest of every open job at its current speed, a waiting one as if started at once.
+
+    A waiting job runs on its best Cell from now: no queueing (a known optimism).
+    """
+    snap = sim.snapshot()
+    records = sim.records
+    out = Tail({})
+    for i in (*sim.active_indices, *sim.waiting_indices):
+        rec = records[i]
         rest = _active_rest_s(sim, rec)
         if rest is not None:
-            return rest
+            out.rest_s[id(rec)] = rest
+            out.gpu_s += rest * rec.num_gpus
+            continue
         best = snap.candidates(rec.job).candidates
-        return rec.remaining_iters * best[0].iter_time_s if best else 0.0
+        run_s = rec.remaining_iters * best[0].iter_time_s if best else 0.0
+        out.rest_s[id(rec)] = run_s
+        out.gpu_s += run_s * (best[0].cell.num_gpus if best else 0)
+    return out
 
-    return tail
 
-
-def list_schedule_tail(sim: Simulator, cells: int) -> Any:
+def list_schedule_tail(sim: Simulator, cells: int) -> Tail:
     """The rest of every open job's time in the system under a list schedule (seconds).
 
     Running jobs keep their Cells to the end at their current speed; waiting jobs, in queue
@@ -396,12 +460,14 @@ def list_schedule_tail(sim: Simulator, cells: int) -> Any:
     now = sim.now_s
     records = sim.records
     free = {t: snap.free_gpus(t) for t in sim.cluster.gpu_types}
-    out: dict[int, float] = {}  # by id(record)
+    tail = Tail({})
+    out = tail.rest_s
     releases: list[tuple[float, str, int]] = []
     for i in sim.active_indices:
         rec = records[i]
         rest = _active_rest_s(sim, rec)
         out[id(rec)] = rest if rest is not None else 0.0
+        tail.gpu_s += out[id(rec)] * rec.num_gpus
         cell = rec.cell
         if cell is not None and rec.num_gpus:
             heapq.heappush(releases, (now + out[id(rec)], cell.gpu_type, rec.num_gpus))
@@ -420,9 +486,11 @@ def list_schedule_tail(sim: Simulator, cells: int) -> Any:
             for gpu_type, gpus, iter_s in options:
                 if free.get(gpu_type, 0) >= gpus:
                     free[gpu_type] -= gpus
-                    finish = t + rec.remaining_iters * iter_s
-                    out[id(rec)] = finish - now
-                    heapq.heappush(releases, (finish, gpu_type, gpus))
+                    run_s = rec.remaining_iters * iter_s
+                    out[id(rec)] = t - now + run_s
+                    tail.queue_s += t - now
+                    tail.gpu_s += run_s * gpus
+                    heapq.heappush(releases, (t + run_s, gpu_type, gpus))
                     break
             else:
                 left.append((rec, options))
@@ -431,17 +499,16 @@ def list_schedule_tail(sim: Simulator, cells: int) -> Any:
             break
         if not releases:  # nothing will free a GPU: the rest starts now at its best speed
             for rec, options in queue:
-                out[id(rec)] = t - now + rec.remaining_iters * options[0][2]
+                _, gpus, iter_s = options[0]
+                out[id(rec)] = t - now + rec.remaining_iters * iter_s
+                tail.queue_s += t - now
+                tail.gpu_s += rec.remaining_iters * iter_s * gpus
             break
         t, gpu_type, gpus = heapq.heappop(releases)
         free[gpu_type] = free.get(gpu_type, 0) + gpus
         while releases and releases[0][0] <= t:
             _, gpu_type, gpus = heapq.heappop(releases)
             free[gpu_type] = free.get(gpu_type, 0) + gpus
-
-    def tail(rec: JobRecord) -> float:
-        return out[id(rec)]
-
     return tail
 
 
@@ -476,6 +543,8 @@ __all__ = [
     "LookaheadOptions",
     "LookaheadPolicy",
     "LookaheadStats",
+    "Tail",
     "list_schedule_tail",
+    "remaining_tail",
     "rollout_cost_s",
 ]

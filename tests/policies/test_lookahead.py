@@ -148,6 +148,74 @@ def test_fork_sees_only_the_present_and_prices_by_the_estimator(hetero):
 def test_bad_options_are_refused():
     from crius_gym.errors import ConfigError
 
-    for bad in ({"horizon_events": 0}, {"margin": 1.0}, {"cells_per_job": 0}, {"horizon_s": -1}):
+    for bad in (
+        {"horizon_events": 0},
+        {"margin": 1.0},
+        {"cells_per_job": 0},
+        {"horizon_s": -1},
+        {"queue_weight": -1.0},
+        {"capacity_price": float("nan")},
+    ):
         with pytest.raises(ConfigError):
             LookaheadOptions(**bad)
+
+
+def _crowded_state(sc, trace):
+    """A run of Crius stopped at the first decision with at least two jobs waiting."""
+    sim = sc.make_simulator()
+    policy = make_policy("crius")
+    sim.reset(trace, None, None)
+    policy.reset(PolicyContext(sim.cluster, sim.tuner, np.random.default_rng(0)))
+    while sim.advance():
+        if len(sim.waiting_indices) >= 2:
+            return sim, policy
+        if actions := policy.decide(sim.snapshot()):
+            sim.apply(actions)
+    raise AssertionError("no decision with two jobs waiting")
+
+
+def _queued_s(sim):
+    return sum(
+        r.queueing_s + (sim.now_s - r.last_update_s if r.status is JobStatus.WAITING else 0.0)
+        for r in sim.records
+    )
+
+
+@pytest.mark.parametrize("horizon_s", [None, 1800.0])
+def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s):
+    sc, trace = hetero
+    # Squeeze the arrivals so that a queue forms.
+    crowded = Trace(
+        "crowded",
+        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
+    )
+    sim, crius = _crowded_state(sc, crowded)
+    work = sim.snapshot().fork()
+    present = [*work.waiting_indices, *work.active_indices]
+    costs = {}
+    for prices in ((0.0, 0.0), (2.0, 0.0), (0.0, 3.0)):
+        look = LookaheadPolicy(
+            LookaheadOptions(queue_weight=prices[0], capacity_price=prices[1], horizon_s=horizon_s)
+        )
+        costs[prices] = look._rollout(work, crius, None, present).cost
+    if horizon_s is None:
+        # Untruncated: exactly the job-seconds the present jobs wait under Crius, and the
+        # GPU-seconds they hold, at their prices.
+        check = work.clone()
+        before = _queued_s(check)
+        policy = LookaheadPolicy()._copy(crius, check)
+        held_s = 0.0
+        while True:
+            t0, busy = check.now_s, check.allocator.busy_gpus()
+            if not check.advance():
+                break
+            held_s += busy * (check.now_s - t0)
+            if actions := policy.decide(check.snapshot()):
+                check.apply(actions)
+        waited = _queued_s(check) - before
+        assert waited > 0 and held_s > 0
+        assert costs[2.0, 0.0] - costs[0.0, 0.0] == pytest.approx(2.0 * waited)
+        price = 3.0 * len(present) / sim.cluster.num_gpus
+        assert costs[0.0, 3.0] - costs[0.0, 0.0] == pytest.approx(price * held_s)
+    else:
+        assert costs[2.0, 0.0] > costs[0.0, 0.0] and costs[0.0, 3.0] > costs[0.0, 0.0]
