@@ -70,6 +70,9 @@ class LookaheadOptions:
         queue_weight: extra cost per second each present job waits in a rollout (and in a
             list tail), on top of its time in the system: a stand-in for the arrivals the
             rollout cannot see, which would queue behind it (0: none; docs/lookahead.md).
+        wait_when_queued: waiting is a candidate while jobs wait and the rollout policy acts
+            (True), or not (False: the lookahead may pick another action, but not hold back
+            the rollout policy's admissions; docs/lookahead.md).
         capacity_price: the price of GPU time, for the arrivals the rollout cannot see: a
             rollout also costs ``capacity_price × N / G`` job-seconds per GPU-second the present
             jobs hold (in the rollout and its tail), N the jobs present at the decision and G
@@ -94,6 +97,7 @@ class LookaheadOptions:
     estimated: bool = True
     queue_weight: float = 0.0
     capacity_price: float = 0.0
+    wait_when_queued: bool = True
 
     def __post_init__(self) -> None:
         if self.head_jobs < 0 or self.cells_per_job < 1 or self.max_steps < 1:
@@ -265,7 +269,9 @@ class LookaheadPolicy:
         if proposal is not None:
             out.append(proposal)
         running = bool(snap.active)
-        if proposal is not None or running:
+        if (proposal is not None or running) and (
+            opts.wait_when_queued or proposal is None or not snap.waiting
+        ):
             out.append(None)  # wait: let time run to the next event
         own = proposal.job_id if isinstance(proposal, Start) else None
         if isinstance(proposal, Start):

@@ -219,3 +219,21 @@ def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s
         assert costs[0.0, 3.0] - costs[0.0, 0.0] == pytest.approx(price * held_s)
     else:
         assert costs[2.0, 0.0] > costs[0.0, 0.0] and costs[0.0, 3.0] > costs[0.0, 0.0]
+
+
+def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero):
+    sc, trace = hetero
+    crowded = Trace(
+        "crowded",
+        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
+    )
+    sim, crius = _crowded_state(sc, crowded)
+    snap = sim.snapshot()
+    proposal = next(iter(LookaheadPolicy()._copy(crius, sim).decide(snap)), None)
+    assert proposal is not None and snap.waiting
+    looks = [LookaheadPolicy(LookaheadOptions(wait_when_queued=w)) for w in (True, False)]
+    with_wait, without = (look._candidates(snap, proposal) for look in looks)
+    assert None in with_wait
+    assert [c for c in with_wait if c is not None] == without
+    # With no proposal, waiting stays the way to let time run.
+    assert None in looks[1]._candidates(snap, None) or not snap.active
