@@ -75,9 +75,7 @@ class TimedLookahead(LookaheadPolicy):
         self._seen += 1
         if self.audit_every and self._seen % self.audit_every == 0:
             t0, counted = time.perf_counter(), self.stats.rollouts
-            full = [
-                self._rollout(work, base, c, present, horizon_events=None).cost for c in candidates
-            ]
+            full = [self._rollout(work, base, c, present, full=True).cost for c in candidates]
             self.stats.rollouts = counted  # audit rollouts are not the scheduler's
             self.audited += 1
             pick, best = int(np.argmin(costs)), int(np.argmin(full))

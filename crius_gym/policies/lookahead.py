@@ -333,15 +333,17 @@ class LookaheadPolicy:
         base: Policy,
         action: Action | None,
         present: Sequence[int],
-        horizon_events: int | str | None = "options",
+        full: bool = False,
     ) -> _Rollout:
         """What ``action`` now, then the base policy, costs the present jobs (job-seconds).
 
-        ``horizon_events`` overrides the options' truncation (None: to the end).
+        ``full`` ignores the options' truncation (``horizon_events`` and ``horizon_s``): the
+        rollout runs to the end of the present jobs (audits of the truncation's bias).
         """
         self.stats.rollouts += 1
         opts = self.options
-        horizon = opts.horizon_events if horizon_events == "options" else horizon_events
+        horizon = None if full else opts.horizon_events
+        horizon_s = None if full else opts.horizon_s
         sim = work.clone()
         policy = self._copy(base, sim)
         try:
@@ -358,7 +360,7 @@ class LookaheadPolicy:
         while True:
             # With drain_queue the horizon is a minimum: the rollout goes on while jobs wait.
             hold = opts.drain_queue and bool(sim.waiting_indices)
-            if horizon is not None and events >= int(horizon) and not hold:
+            if horizon is not None and events >= horizon and not hold:
                 break
             before_s, waiting = sim.now_s, len(sim.waiting_indices)
             busy = sim.allocator.busy_gpus()
@@ -372,8 +374,8 @@ class LookaheadPolicy:
             gpu_s += busy * (sim.now_s - before_s)
             events += 1
             if (
-                opts.horizon_s is not None
-                and sim.now_s - start_s > opts.horizon_s
+                horizon_s is not None
+                and sim.now_s - start_s > horizon_s
                 and not (opts.drain_queue and sim.waiting_indices)
             ):
                 break

@@ -237,3 +237,23 @@ def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero
     assert [c for c in with_wait if c is not None] == without
     # With no proposal, waiting stays the way to let time run.
     assert None in looks[1]._candidates(snap, None) or not snap.active
+
+
+@pytest.mark.parametrize("truncation", [{"horizon_s": 600.0}, {"horizon_events": 2}])
+def test_a_full_rollout_ignores_every_truncation(hetero, truncation):
+    # The audit of truncated rollouts compares them with full ones: a full rollout must not
+    # stop at either horizon.
+    sc, trace = hetero
+    crowded = Trace(
+        "crowded",
+        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
+    )
+    sim, crius = _crowded_state(sc, crowded)
+    work = sim.snapshot().fork()
+    present = [*work.waiting_indices, *work.active_indices]
+    untruncated = LookaheadPolicy()._rollout(work, crius, None, present)
+    look = LookaheadPolicy(LookaheadOptions(**truncation))
+    truncated = look._rollout(work, crius, None, present)
+    full = look._rollout(work, crius, None, present, full=True)
+    assert truncated.truncated and not full.truncated and not untruncated.truncated
+    assert full.cost == untruncated.cost != truncated.cost
