@@ -99,6 +99,8 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
 
 def _traces(scenario: Any, which: str, max_traces: int | None, max_jobs: int | None) -> list[Any]:
     traces = []
+    if which == "val":  # the validation split: for choosing options without the test traces
+        traces += list(scenario.held_out_traces("val"))[: max_traces or None]
     if which in ("test", "all"):
         traces += list(scenario.held_out_traces("test"))[: max_traces or None]
     if which in ("own", "all"):
@@ -125,17 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--traces",
         nargs="+",
-        choices=["test", "own", "all"],
+        choices=["test", "own", "all", "val"],
         default=["test"],
         help="per scenario (one value for all, or one per --scenario): the synthetic test "
-        "split, the scenario's own (Arena) trace, or both (default: test)",
+        "split, the scenario's own (Arena) trace, both (all), or the validation split (val: "
+        "for choosing options; default: test)",
     )
     p.add_argument(
         "--max-traces",
         type=COUNT,
         default=None,
         metavar="N",
-        help="at most N test traces per scenario",
+        help="at most N test (or validation) traces per scenario",
     )
     p.add_argument(
         "--max-jobs",
