@@ -71,8 +71,10 @@ class LookaheadOptions:
             list tail), on top of its time in the system: a stand-in for the arrivals the
             rollout cannot see, which would queue behind it (0: none; docs/lookahead.md).
         wait_when_queued: waiting is a candidate while jobs wait and the rollout policy acts
-            (True), or not (False: the lookahead may pick another action, but not hold back
-            the rollout policy's admissions; docs/lookahead.md).
+            (True), or not (False, the default: the lookahead may pick another action, but not
+            hold back the rollout policy's admissions, which a rollout over the present jobs
+            overvalues: it gives the GPUs that free up to the queue, not to arrivals;
+            docs/lookahead.md).
         capacity_price: the price of GPU time, for the arrivals the rollout cannot see: a
             rollout also costs ``capacity_price × N / G`` job-seconds per GPU-second the present
             jobs hold (in the rollout and its tail), N the jobs present at the decision and G
@@ -97,7 +99,7 @@ class LookaheadOptions:
     estimated: bool = True
     queue_weight: float = 0.0
     capacity_price: float = 0.0
-    wait_when_queued: bool = True
+    wait_when_queued: bool = False
 
     def __post_init__(self) -> None:
         if self.head_jobs < 0 or self.cells_per_job < 1 or self.max_steps < 1:
