@@ -357,15 +357,19 @@ class LookaheadPolicy:
         except InvalidActionError:
             return _Rollout(math.inf)
         start_s, events = sim.now_s, 0
-        # Job-seconds spent waiting and GPU-seconds held in the rollout, for the extra costs.
+        # Job-seconds spent waiting and GPU-seconds held in the rollout, for the extra costs
+        # (counted only when priced: this loop is the lookahead's hot path).
+        priced = bool(opts.queue_weight or opts.capacity_price)
         queue_s = gpu_s = 0.0
+        waiting = busy = 0
         while True:
             # With drain_queue the horizon is a minimum: the rollout goes on while jobs wait.
             hold = opts.drain_queue and bool(sim.waiting_indices)
             if horizon is not None and events >= horizon and not hold:
                 break
-            before_s, waiting = sim.now_s, len(sim.waiting_indices)
-            busy = sim.allocator.busy_gpus()
+            before_s = sim.now_s
+            if priced:
+                waiting, busy = len(sim.waiting_indices), sim.allocator.busy_gpus()
             if not sim.advance():
                 if sim.jobs_in_system:  # nothing more will happen, yet jobs are left: a stall
                     return _Rollout(math.inf)

@@ -161,10 +161,15 @@ def test_bad_options_are_refused():
 
 
 def _crowded_state(sc, trace):
-    """A run of Crius stopped at the first decision with at least two jobs waiting."""
+    """Crius on ``trace`` with arrivals 20x denser, stopped at the first decision with at least
+    two jobs waiting."""
+    crowded = Trace(
+        "crowded",
+        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
+    )
     sim = sc.make_simulator()
     policy = make_policy("crius")
-    sim.reset(trace, None, None)
+    sim.reset(crowded, None, None)
     policy.reset(PolicyContext(sim.cluster, sim.tuner, np.random.default_rng(0)))
     while sim.advance():
         if len(sim.waiting_indices) >= 2:
@@ -172,6 +177,12 @@ def _crowded_state(sc, trace):
         if actions := policy.decide(sim.snapshot()):
             sim.apply(actions)
     raise AssertionError("no decision with two jobs waiting")
+
+
+def _fork(sim):
+    """The present-only fork of ``sim`` and the trace indices of its jobs."""
+    work = sim.snapshot().fork()
+    return work, [*work.waiting_indices, *work.active_indices]
 
 
 def _queued_s(sim):
@@ -183,15 +194,8 @@ def _queued_s(sim):
 
 @pytest.mark.parametrize("horizon_s", [None, 1800.0])
 def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s):
-    sc, trace = hetero
-    # Squeeze the arrivals so that a queue forms.
-    crowded = Trace(
-        "crowded",
-        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
-    )
-    sim, crius = _crowded_state(sc, crowded)
-    work = sim.snapshot().fork()
-    present = [*work.waiting_indices, *work.active_indices]
+    sim, crius = _crowded_state(*hetero)
+    work, present = _fork(sim)
     costs = {}
     for prices in ((0.0, 0.0), (2.0, 0.0), (0.0, 3.0)):
         look = LookaheadPolicy(
@@ -222,12 +226,7 @@ def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s
 
 
 def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero):
-    sc, trace = hetero
-    crowded = Trace(
-        "crowded",
-        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
-    )
-    sim, crius = _crowded_state(sc, crowded)
+    sim, crius = _crowded_state(*hetero)
     snap = sim.snapshot()
     proposal = next(iter(LookaheadPolicy()._copy(crius, sim).decide(snap)), None)
     assert proposal is not None and snap.waiting
@@ -243,14 +242,8 @@ def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero
 def test_a_full_rollout_ignores_every_truncation(hetero, truncation):
     # The audit of truncated rollouts compares them with full ones: a full rollout must not
     # stop at either horizon.
-    sc, trace = hetero
-    crowded = Trace(
-        "crowded",
-        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
-    )
-    sim, crius = _crowded_state(sc, crowded)
-    work = sim.snapshot().fork()
-    present = [*work.waiting_indices, *work.active_indices]
+    sim, crius = _crowded_state(*hetero)
+    work, present = _fork(sim)
     untruncated = LookaheadPolicy()._rollout(work, crius, None, present)
     look = LookaheadPolicy(LookaheadOptions(**truncation))
     truncated = look._rollout(work, crius, None, present)
