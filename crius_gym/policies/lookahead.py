@@ -23,7 +23,6 @@ estimator (the scheduler's view), so what the lookahead gains there is not flatt
 from __future__ import annotations
 
 import copy
-import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,9 +30,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from crius_gym.errors import ConfigError
 from crius_gym.policies.registry import make_policy, register
+from crius_gym.policies.rollout_tails import (
+    Tail,
+    TailCells,
+    list_schedule_tail,
+    remaining_tail,
+    upgrade_schedule_tail,
+)
 from crius_gym.sim.actions import Action, InvalidActionError, Reconfigure, Reject, Start
 from crius_gym.sim.policy import Policy, PolicyContext
-from crius_gym.sim.records import JobRecord, JobStatus
+from crius_gym.sim.records import JobStatus
 from crius_gym.sim.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the registry imports every policy module: --help stays light
@@ -58,7 +64,9 @@ class LookaheadOptions:
         horizon_s: truncate a rollout after this many simulated seconds (None: no limit).
         tail: how a truncated rollout values the rest: ``list`` (a list schedule of the
             waiting jobs on the GPUs as they free up: queueing is priced) or ``speed`` (the
-            remaining work at current speeds, a waiting job as if started at once).
+            remaining work at current speeds, a waiting job as if started at once) or
+            ``upgrade`` (the list schedule with Crius's upgrades of running jobs onto the
+            GPUs left idle: :func:`~crius_gym.policies.rollout_tails.upgrade_schedule_tail`).
         tail_cells: Cells per waiting job the list schedule tries, in the tuner's rank order.
         drain_queue: the horizon is a minimum: a rollout past it goes on until no job waits,
             so the tail values running jobs only (their rest at current speeds is nearly exact).
@@ -91,7 +99,7 @@ class LookaheadOptions:
     moves_when_idle: bool = True
     horizon_events: int | None = None
     horizon_s: float | None = None
-    tail: Literal["list", "speed"] = "list"
+    tail: Literal["list", "speed", "upgrade"] = "list"
     tail_cells: int = 3
     drain_queue: bool = False
     max_steps: int = 32
@@ -110,8 +118,8 @@ class LookaheadOptions:
             raise ConfigError(f"horizon_s must be > 0, got {self.horizon_s}")
         if not 0 <= self.margin < 1:
             raise ConfigError(f"margin must be in [0, 1), got {self.margin}")
-        if self.tail not in ("list", "speed"):
-            raise ConfigError(f"tail must be list or speed, got {self.tail!r}")
+        if self.tail not in ("list", "speed", "upgrade"):
+            raise ConfigError(f"tail must be list, speed or upgrade, got {self.tail!r}")
         if self.tail_cells < 1:
             raise ConfigError(f"tail_cells must be >= 1, got {self.tail_cells}")
         if not self.queue_weight >= 0:
@@ -168,6 +176,7 @@ class LookaheadPolicy:
         self.tick_interval_s = self.base.tick_interval_s
         self.stats = LookaheadStats()
         self._context: PolicyContext | None = None
+        self._cells: TailCells | None = None
 
     def reset(self, context: PolicyContext) -> None:
         """Start a new run: a fresh rollout policy, fresh counters."""
@@ -176,6 +185,7 @@ class LookaheadPolicy:
         self.base.reset(context)
         self._context = context
         self.stats = LookaheadStats()
+        self._cells = None
 
     # ------------------------------------------------------------------ copies
     def _copy(self, policy: Policy, sim: Simulator) -> Policy:
@@ -392,6 +402,8 @@ class LookaheadPolicy:
         tail = (
             remaining_tail(sim)
             if opts.tail == "speed"
+            else upgrade_schedule_tail(sim, opts.tail_cells, cache=self._tail_cells(sim))
+            if opts.tail == "upgrade"
             else list_schedule_tail(sim, opts.tail_cells)
         )
         cost = rollout_cost_s(sim, present, tail)
@@ -400,6 +412,12 @@ class LookaheadPolicy:
             truncated=True,
         )
 
+    def _tail_cells(self, sim: Simulator) -> TailCells:
+        """The run's cache of the jobs' Cells for the upgrade tail (made on first use)."""
+        if self._cells is None:
+            self._cells = TailCells(sim.snapshot())
+        return self._cells
+
     def _charged(
         self, sim: Simulator, cost_s: float, queue_s: float, gpu_s: float, present: Sequence[int]
     ) -> float:
@@ -407,123 +425,6 @@ class LookaheadPolicy:
         opts = self.options
         price = opts.capacity_price * len(present) / sim.cluster.num_gpus
         return cost_s + opts.queue_weight * queue_s + price * gpu_s
-
-
-def _active_rest_s(sim: Simulator, rec: JobRecord) -> float | None:
-    """A running or paused job's rest at its current speed (None: it holds no Cell)."""
-    left = rec.remaining_iters
-    if rec.status is JobStatus.RUNNING and rec.iter_time_s > 0:
-        done = rec.progress_at(sim.now_s) - rec.progress_iters
-        return max(0.0, left - done) * rec.iter_time_s
-    if rec.status is JobStatus.PAUSED and rec.iter_time_s > 0:
-        return max(0.0, rec.resume_at_s - sim.now_s) + left * rec.iter_time_s
-    return None
-
-
-@dataclass
-class Tail:
-    """A truncated rollout's estimate of the rest, per open job, with its totals.
-
-    Attributes:
-        rest_s: by ``id(record)``, the rest of each open job's time in the system (seconds).
-        queue_s: Σ over the waiting jobs of their wait before they start (seconds).
-        gpu_s: Σ over the open jobs of the GPU-seconds they will hold.
-    """
-
-    rest_s: dict[int, float]
-    queue_s: float = 0.0
-    gpu_s: float = 0.0
-
-    def __call__(self, rec: JobRecord) -> float:
-        """The rest of ``rec``'s time in the system (seconds)."""
-        return self.rest_s[id(rec)]
-
-
-def remaining_tail(sim: Simulator) -> Tail:
-    """The rest of every open job at its current speed, a waiting one as if started at once.
-
-    A waiting job runs on its best Cell from now: no queueing (a known optimism).
-    """
-    snap = sim.snapshot()
-    records = sim.records
-    out = Tail({})
-    for i in (*sim.active_indices, *sim.waiting_indices):
-        rec = records[i]
-        rest = _active_rest_s(sim, rec)
-        if rest is not None:
-            out.rest_s[id(rec)] = rest
-            out.gpu_s += rest * rec.num_gpus
-            continue
-        best = snap.candidates(rec.job).candidates
-        run_s = rec.remaining_iters * best[0].iter_time_s if best else 0.0
-        out.rest_s[id(rec)] = run_s
-        out.gpu_s += run_s * (best[0].cell.num_gpus if best else 0)
-    return out
-
-
-def list_schedule_tail(sim: Simulator, cells: int) -> Tail:
-    """The rest of every open job's time in the system under a list schedule (seconds).
-
-    Running jobs keep their Cells to the end at their current speed; waiting jobs, in queue
-    order, start as soon as one of their ``cells`` top-ranked Cells' GPU type has enough free
-    GPUs (a later job may start before an earlier one that does not fit: backfilling), and run
-    there to the end. GPUs are counted per type, not per node (fragmentation is ignored), and a
-    job is never moved: a cheap, slightly pessimistic stand-in for the rollout policy's rest.
-    """
-    snap = sim.snapshot()
-    now = sim.now_s
-    records = sim.records
-    free = {t: snap.free_gpus(t) for t in sim.cluster.gpu_types}
-    tail = Tail({})
-    out = tail.rest_s
-    releases: list[tuple[float, str, int]] = []
-    for i in sim.active_indices:
-        rec = records[i]
-        rest = _active_rest_s(sim, rec)
-        out[id(rec)] = rest if rest is not None else 0.0
-        tail.gpu_s += out[id(rec)] * rec.num_gpus
-        cell = rec.cell
-        if cell is not None and rec.num_gpus:
-            heapq.heappush(releases, (now + out[id(rec)], cell.gpu_type, rec.num_gpus))
-    queue: list[tuple[JobRecord, list[tuple[str, int, float]]]] = []
-    for i in sim.waiting_indices:
-        rec = records[i]
-        ranked = snap.candidates(rec.job).candidates[:cells]
-        if not ranked:
-            out[id(rec)] = 0.0
-            continue
-        queue.append((rec, [(c.cell.gpu_type, c.cell.num_gpus, c.iter_time_s) for c in ranked]))
-    t = now
-    while queue:
-        left: list[tuple[JobRecord, list[tuple[str, int, float]]]] = []
-        for rec, options in queue:
-            for gpu_type, gpus, iter_s in options:
-                if free.get(gpu_type, 0) >= gpus:
-                    free[gpu_type] -= gpus
-                    run_s = rec.remaining_iters * iter_s
-                    out[id(rec)] = t - now + run_s
-                    tail.queue_s += t - now
-                    tail.gpu_s += run_s * gpus
-                    heapq.heappush(releases, (t + run_s, gpu_type, gpus))
-                    break
-            else:
-                left.append((rec, options))
-        queue = left
-        if not queue:
-            break
-        if not releases:  # nothing will free a GPU: the rest starts now at its best speed
-            for rec, options in queue:
-                _, gpus, iter_s = options[0]
-                out[id(rec)] = t - now + rec.remaining_iters * iter_s
-                tail.queue_s += t - now
-                tail.gpu_s += rec.remaining_iters * iter_s * gpus
-            break
-        t, gpu_type, gpus = heapq.heappop(releases)
-        free[gpu_type] = free.get(gpu_type, 0) + gpus
-        while releases and releases[0][0] <= t:
-            _, gpu_type, gpus = heapq.heappop(releases)
-            free[gpu_type] = free.get(gpu_type, 0) + gpus
-    return tail
 
 
 def rollout_cost_s(sim: Simulator, indices: Sequence[int], tail: Any = None) -> float:
@@ -561,4 +462,5 @@ __all__ = [
     "list_schedule_tail",
     "remaining_tail",
     "rollout_cost_s",
+    "upgrade_schedule_tail",
 ]

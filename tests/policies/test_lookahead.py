@@ -9,7 +9,6 @@ import pytest
 
 from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
 from crius_gym.policies.registry import make_policy
-from crius_gym.scenarios import load_scenario
 from crius_gym.sim.events import EventKind
 from crius_gym.sim.policy import PolicyContext
 from crius_gym.sim.records import JobStatus
@@ -34,12 +33,6 @@ class Recorder:
         actions = list(self.policy.decide(snapshot))
         self.log.append((snapshot.now_s, tuple(actions)))
         return actions
-
-
-@pytest.fixture(scope="module")
-def hetero():
-    sc = load_scenario("hetero-64")
-    return sc, sc.synthetic_trace("test", 0).window(0, 40)
 
 
 def test_decisions_do_not_depend_on_future_arrivals(hetero):
@@ -73,9 +66,10 @@ def test_a_horizon_covering_the_episode_equals_the_full_rollout(hetero):
     assert runs[0] == runs[1]
 
 
-def test_truncated_rollouts_are_counted_and_still_finish(hetero):
+@pytest.mark.parametrize("tail", ["list", "speed", "upgrade"])
+def test_truncated_rollouts_are_counted_and_still_finish(hetero, tail):
     sc, trace = hetero
-    policy = make_policy("crius-lookahead", horizon_events=3)
+    policy = make_policy("crius-lookahead", horizon_events=3, tail=tail)
     result = sc.make_simulator().run(trace, policy)
     assert policy.stats.truncated > 0
     assert result.summary.finished == len(trace.jobs)
@@ -155,28 +149,10 @@ def test_bad_options_are_refused():
         {"horizon_s": -1},
         {"queue_weight": -1.0},
         {"capacity_price": float("nan")},
+        {"tail": "crius"},
     ):
         with pytest.raises(ConfigError):
             LookaheadOptions(**bad)
-
-
-def _crowded_state(sc, trace):
-    """Crius on ``trace`` with arrivals 20x denser, stopped at the first decision with at least
-    two jobs waiting."""
-    crowded = Trace(
-        "crowded",
-        tuple(dataclasses.replace(j, arrival_s=j.arrival_s / 20) for j in trace.jobs),
-    )
-    sim = sc.make_simulator()
-    policy = make_policy("crius")
-    sim.reset(crowded, None, None)
-    policy.reset(PolicyContext(sim.cluster, sim.tuner, np.random.default_rng(0)))
-    while sim.advance():
-        if len(sim.waiting_indices) >= 2:
-            return sim, policy
-        if actions := policy.decide(sim.snapshot()):
-            sim.apply(actions)
-    raise AssertionError("no decision with two jobs waiting")
 
 
 def _fork(sim):
@@ -193,8 +169,8 @@ def _queued_s(sim):
 
 
 @pytest.mark.parametrize("horizon_s", [None, 1800.0])
-def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s):
-    sim, crius = _crowded_state(*hetero)
+def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(crowded, horizon_s):
+    sim, crius = crowded
     work, present = _fork(sim)
     costs = {}
     for prices in ((0.0, 0.0), (2.0, 0.0), (0.0, 3.0)):
@@ -225,8 +201,8 @@ def test_prices_add_the_waiting_and_gpu_seconds_of_the_rollout(hetero, horizon_s
         assert costs[2.0, 0.0] > costs[0.0, 0.0] and costs[0.0, 3.0] > costs[0.0, 0.0]
 
 
-def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero):
-    sim, crius = _crowded_state(*hetero)
+def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(crowded):
+    sim, crius = crowded
     snap = sim.snapshot()
     proposal = next(iter(LookaheadPolicy()._copy(crius, sim).decide(snap)), None)
     assert proposal is not None and snap.waiting
@@ -239,10 +215,10 @@ def test_without_wait_when_queued_waiting_is_no_candidate_while_jobs_wait(hetero
 
 
 @pytest.mark.parametrize("truncation", [{"horizon_s": 600.0}, {"horizon_events": 2}])
-def test_a_full_rollout_ignores_every_truncation(hetero, truncation):
+def test_a_full_rollout_ignores_every_truncation(crowded, truncation):
     # The audit of truncated rollouts compares them with full ones: a full rollout must not
     # stop at either horizon.
-    sim, crius = _crowded_state(*hetero)
+    sim, crius = crowded
     work, present = _fork(sim)
     untruncated = LookaheadPolicy()._rollout(work, crius, None, present)
     look = LookaheadPolicy(LookaheadOptions(**truncation))
