@@ -62,11 +62,12 @@ class LookaheadOptions:
             hetero-64 it cost 3 points of JCT; docs/lookahead.md).
         horizon_events: truncate a rollout after this many decision points (None: no limit).
         horizon_s: truncate a rollout after this many simulated seconds (None: no limit).
-        tail: how a truncated rollout values the rest: ``list`` (a list schedule of the
-            waiting jobs on the GPUs as they free up: queueing is priced) or ``speed`` (the
-            remaining work at current speeds, a waiting job as if started at once) or
-            ``upgrade`` (the list schedule with Crius's upgrades of running jobs onto the
-            GPUs left idle: :func:`~crius_gym.policies.rollout_tails.upgrade_schedule_tail`).
+        tail: how a truncated rollout values the rest: ``upgrade`` (default: a list schedule
+            of the waiting jobs on the GPUs as they free up, and Crius's upgrades of running
+            jobs onto the GPUs left idle,
+            :func:`~crius_gym.policies.rollout_tails.upgrade_schedule_tail`), ``list`` (the
+            list schedule alone: nobody moves) or ``speed`` (the remaining work at current
+            speeds, a waiting job as if started at once: no queueing).
         tail_cells: Cells per waiting job the list schedule tries, in the tuner's rank order.
         drain_queue: the horizon is a minimum: a rollout past it goes on until no job waits,
             so the tail values running jobs only (their rest at current speeds is nearly exact).
@@ -99,7 +100,7 @@ class LookaheadOptions:
     moves_when_idle: bool = True
     horizon_events: int | None = None
     horizon_s: float | None = None
-    tail: Literal["list", "speed", "upgrade"] = "list"
+    tail: Literal["list", "speed", "upgrade"] = "upgrade"
     tail_cells: int = 3
     drain_queue: bool = False
     max_steps: int = 32
