@@ -19,6 +19,7 @@ only the jobs already arrived (``Snapshot.fork``), so no label reads the episode
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -55,6 +56,7 @@ class EnvLookahead(LookaheadPolicy):
         # The proposal is the env's guide's (its plan for this instant, as followed so far),
         # so Crius's action here is the one the env offers and vine labels compare against.
         self._guide_plan: list[Action] | None = list(env._guide_plan().actions)
+        self.regret = float("nan")  # of the last label: see :meth:`label`
 
     def _plan(self, base: Policy, work: Simulator) -> list[Action]:
         if self._guide_plan is not None:
@@ -76,10 +78,22 @@ class EnvLookahead(LookaheadPolicy):
         self, candidates: Sequence[Action | None], costs: Sequence[float], proposal: Action | None
     ) -> Action | None:
         # The guide's proposal may be one the env cannot express (then it is not a candidate).
-        return super()._pick(candidates, costs, proposal if proposal in candidates else None)
+        pick = super()._pick(candidates, costs, proposal if proposal in candidates else None)
+        chosen = costs[candidates.index(pick)]
+        others = [
+            c - chosen for a, c in zip(candidates, costs, strict=True) if a != pick and c < math.inf
+        ]
+        if others and chosen > 0 and math.isfinite(chosen):
+            self.regret = sum(others) / len(others) / chosen
+        return pick
 
     def label(self) -> int | None:
-        """The env action the teacher chooses now (None: it has nothing the env can express)."""
+        """The env action the teacher chooses now (None: it has nothing the env can express).
+
+        After it, :attr:`regret` is what a wrong choice costs here: the mean over the other
+        candidates of their rollout cost above the chosen one's, relative to it (NaN when the
+        teacher compared nothing).
+        """
         chosen = self.decide(self._env.sim.snapshot())
         wait = len(self._mask) - 1
         if not chosen:  # WAIT chosen, or nothing expressible offered
@@ -174,10 +188,11 @@ def collect_dagger(
     masks: list[np.ndarray] = []
     actions: list[int] = []
     returns: list[float] = []
+    regrets: list[float] = []
     for seed in episode_seeds:
         t0 = time.perf_counter()
         obs, info = env.reset(seed=int(seed))
-        ep_rows: list[tuple[dict[str, np.ndarray], np.ndarray, int]] = []
+        ep_rows: list[tuple[dict[str, np.ndarray], np.ndarray, int, float]] = []
         ep_label_step: list[int] = []
         rewards: list[float] = []
         while True:
@@ -186,7 +201,8 @@ def collect_dagger(
             action = own
             if mask[:-1].any():
                 t = time.perf_counter()
-                label = EnvLookahead(env, options).label()
+                teacher = EnvLookahead(env, options)
+                label = teacher.label()
                 stats.label_s += time.perf_counter() - t
                 if label is None:
                     stats.unlabelled += 1
@@ -196,7 +212,7 @@ def collect_dagger(
                     stats.guide += int(label == env.guide_action())
                     stats.waiting_max = max(stats.waiting_max, int(info.get("waiting", 0)))
                     stats.running_max = max(stats.running_max, int(info.get("running", 0)))
-                    ep_rows.append((obs, mask, label))
+                    ep_rows.append((obs, mask, label, teacher.regret))
                     ep_label_step.append(len(rewards))
                     if beta > 0 and rng.random() < beta:
                         action = label
@@ -206,11 +222,12 @@ def collect_dagger(
             if term or trunc:
                 break
         rets = discounted_returns(rewards, gamma)
-        for (o, m, a), step in zip(ep_rows, ep_label_step, strict=True):
+        for (o, m, a, r), step in zip(ep_rows, ep_label_step, strict=True):
             rows.append(o)
             masks.append(m)
             actions.append(a)
             returns.append(rets[step])
+            regrets.append(r)
         stats.episodes += 1
         if log is not None:
             log(
@@ -225,6 +242,7 @@ def collect_dagger(
         np.array(returns, dtype=np.float32),
         stats.episodes,
         stats.unlabelled,
+        np.array(regrets, dtype=np.float64),
     )
     return demos, stats
 
@@ -236,6 +254,7 @@ def save_demonstrations(demos: Demonstrations, path: str | Path) -> None:
         "actions": demos.actions,
         "returns": demos.returns,
         "meta": np.array([demos.episodes, demos.skipped]),
+        **({} if demos.regrets is None else {"regrets": demos.regrets}),
         **{f"obs_{k}": v for k, v in demos.obs.items()},
     }
     with atomic_path(path) as tmp:
@@ -247,8 +266,12 @@ def load_demonstrations(path: str | Path) -> Demonstrations:
     with np.load(path) as data:
         obs = {k[4:]: data[k] for k in data.files if k.startswith("obs_")}
         episodes, skipped = (int(x) for x in data["meta"])
+        # Files written before regrets were recorded have none: NaN, weighed as the mean.
+        regrets = (
+            data["regrets"] if "regrets" in data.files else np.full(len(data["actions"]), np.nan)
+        )
         return Demonstrations(
-            obs, data["masks"], data["actions"], data["returns"], episodes, skipped
+            obs, data["masks"], data["actions"], data["returns"], episodes, skipped, regrets
         )
 
 
@@ -264,6 +287,9 @@ def pool(parts: Sequence[Demonstrations]) -> Demonstrations:
         np.concatenate([p.returns for p in parts]),
         sum(p.episodes for p in parts),
         sum(p.skipped for p in parts),
+        np.concatenate(
+            [p.regrets if p.regrets is not None else np.full(len(p), np.nan) for p in parts]
+        ),
     )
 
 

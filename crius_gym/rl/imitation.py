@@ -43,6 +43,8 @@ class Demonstrations:
         returns: discounted return from each decision.
         episodes: expert episodes run.
         skipped: decisions without a label (inexpressible expert actions).
+        regrets: per decision, what a wrong choice costs there (the lookahead teacher's mean
+            relative cost of its other candidates above its choice; None: not recorded).
     """
 
     obs: dict[str, np.ndarray]
@@ -51,6 +53,19 @@ class Demonstrations:
     returns: np.ndarray
     episodes: int
     skipped: int
+    regrets: np.ndarray | None = None
+
+    def subset(self, idx: np.ndarray) -> Demonstrations:
+        """The decisions at positions ``idx``."""
+        return Demonstrations(
+            {key: v[idx] for key, v in self.obs.items()},
+            self.masks[idx],
+            self.actions[idx],
+            self.returns[idx],
+            self.episodes,
+            self.skipped,
+            None if self.regrets is None else self.regrets[idx],
+        )
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -214,6 +229,22 @@ def pretrain_critic(
     }
 
 
+def regret_weights(regrets: np.ndarray, floor: float = 0.1, cap: float = 10.0) -> np.ndarray:
+    """Cross-entropy weights from per-decision regrets: mean 1, between ``floor`` and ``cap``.
+
+    A decision whose candidates all cost about the same teaches little (its label is nearly
+    arbitrary); one where a wrong choice is dear teaches much. Regrets are scaled to mean 1,
+    then clipped so that no decision is ignored (``floor``) or dominates (``cap``). NaN
+    regrets (not recorded) count as the mean.
+    """
+    r = np.where(np.isfinite(regrets), regrets, np.nan)
+    mean = float(np.nanmean(r)) if np.isfinite(r).any() else 0.0
+    if not mean > 0:
+        return np.ones(len(regrets))
+    w = np.where(np.isfinite(r), r / mean, 1.0)
+    return np.clip(w, floor, cap)
+
+
 def behaviour_clone(
     model: MaskablePPO,
     demos: Demonstrations,
@@ -222,6 +253,7 @@ def behaviour_clone(
     seed: int = 0,
     learning_rate: float = 1e-3,
     value_coef: float = 0.5,
+    weights: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Train the policy on demonstrations (masked cross-entropy + value regression).
 
@@ -230,6 +262,8 @@ def behaviour_clone(
     and PPO's optimizer state stays untouched. ``value_coef`` weighs the value regression
     (0: the actor alone; unscaled returns of long episodes are large enough for the value
     term to swamp the cross-entropy under gradient clipping, and the heads share layers).
+    ``weights`` (one per decision, None: all equal) weigh each decision's cross-entropy, e.g.
+    by what a wrong choice costs there (:func:`regret_weights`).
 
     Returns:
         Final-epoch mean loss, the accuracy of the argmax action, and the value loss.
@@ -254,7 +288,12 @@ def behaviour_clone(
             values, log_prob, _ = policy.evaluate_actions(obs, acts, action_masks=masks)
             target = torch.as_tensor(demos.returns[idx], device=policy.device)
             value_loss = torch.nn.functional.mse_loss(values.flatten(), target)
-            loss = -log_prob.mean() + value_coef * value_loss
+            if weights is None:
+                actor_loss = -log_prob.mean()
+            else:
+                w = torch.as_tensor(weights[idx], dtype=log_prob.dtype, device=policy.device)
+                actor_loss = -(w * log_prob).sum() / w.sum().clamp_min(1e-12)
+            loss = actor_loss + value_coef * value_loss
             optimizer.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)

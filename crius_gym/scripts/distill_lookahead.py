@@ -6,7 +6,8 @@ with the default β = 1 is driven by the teacher), and labels every state where 
 choice with the lookahead's best action among those the env can express (its rollouts hold only
 the jobs already arrived: no label reads the episode's future). The labels of all rounds so far
 are pooled, and a network starting from --init's weights is trained on them by masked
-cross-entropy (--epochs passes, Adam at --lr; 10% of the states held out to measure agreement).
+cross-entropy (--epochs passes, Adam at --lr; 10% of the states held out to measure agreement;
+with --weights regret, each label weighed by what a wrong choice costs there).
 Its bare network (no guide margin, no envelope) is then scored on the first --val-traces
 validation traces of every --val-scenarios scenario (mean over scenarios of the mean JCT ratio
 to Crius); a round is kept when it beats the best kept one (the init counts as round −1) by more
@@ -72,6 +73,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--lr", type=POSITIVE, default=3e-4, help="Adam learning rate of the distillation"
+    )
+    p.add_argument(
+        "--weights",
+        choices=["none", "regret"],
+        default="none",
+        help="weigh each label's cross-entropy: none (all equal) or regret (by what a wrong "
+        "choice costs there: the teacher's mean relative rollout cost of its other candidates "
+        "above its choice, scaled to mean 1 and clipped to [0.1, 10]; labels recorded before "
+        "regrets were count as the mean) (default: none)",
     )
     p.add_argument(
         "--set",
@@ -144,7 +154,12 @@ def main(argv: list[str] | None = None) -> None:
         save_demonstrations,
     )
     from crius_gym.rl.expert_iteration import bare_validation, mean_score
-    from crius_gym.rl.imitation import Demonstrations, agreement, behaviour_clone
+    from crius_gym.rl.imitation import (
+        Demonstrations,
+        agreement,
+        behaviour_clone,
+        regret_weights,
+    )
     from crius_gym.rl.saved import load_policy, policy_file, read_metadata, write_metadata
     from crius_gym.scenarios import load_scenario
     from crius_gym.yamlfile import load_yaml_file
@@ -156,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     log_path = folder / "distill.yaml"
     # More rounds may follow a finished run; every other setting must stay.
     settings = {k: v for k, v in vars(args).items() if k != "rounds"}
+    if args.weights == "none":
+        del settings["weights"]  # as runs from before the option recorded it
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
     records: list[dict[str, Any]] = []
     if log_path.is_file():
@@ -251,17 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         order = rng.permutation(len(data))
         cut = max(1, len(data) // 10)
 
-        def subset(idx: Any, d: Demonstrations = data) -> Demonstrations:
-            return Demonstrations(
-                {key: v[idx] for key, v in d.obs.items()},
-                d.masks[idx],
-                d.actions[idx],
-                d.returns[idx],
-                d.episodes,
-                d.skipped,
-            )
-
-        held, train = subset(order[:cut]), subset(order[cut:])
+        held, train = data.subset(order[:cut]), data.subset(order[cut:])
         model, _ = load_policy(init, env)
         before = agreement(model, held)
         print(
@@ -269,8 +276,19 @@ def main(argv: list[str] | None = None) -> None:
             f"agreement before {before:.3f})",
             flush=True,
         )
+        weights = (
+            regret_weights(train.regrets)
+            if args.weights == "regret" and train.regrets is not None
+            else None
+        )
         fit = behaviour_clone(
-            model, train, args.epochs, seed=args.seed + k, learning_rate=args.lr, value_coef=0.0
+            model,
+            train,
+            args.epochs,
+            seed=args.seed + k,
+            learning_rate=args.lr,
+            value_coef=0.0,
+            weights=weights,
         )
         after = agreement(model, held)
         model.save(rdir / "model.zip")

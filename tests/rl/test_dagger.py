@@ -101,6 +101,57 @@ def test_teacher_driven_collection_labels_every_choice_and_round_trips(tmp_path:
         assert np.array_equal(back.obs[key], demos.obs[key])
     both = pool([demos, back])
     assert len(both) == 2 * len(demos) and both.episodes == 4
+    # Regrets: one per label, non-negative where the teacher compared candidates, and kept.
+    assert demos.regrets is not None and len(demos.regrets) == len(demos)
+    compared = demos.regrets[np.isfinite(demos.regrets)]
+    assert len(compared) > 0 and (compared >= 0).all()
+    assert np.array_equal(back.regrets, demos.regrets, equal_nan=True)
+    assert both.regrets is not None and len(both.regrets) == len(both)
+
+
+def test_a_labels_regret_is_its_other_candidates_mean_relative_excess() -> None:
+    env = _env()
+    trace = env.scenario.own_trace(None, env.tuner)
+    env.reset(seed=0, options={"trace": trace})
+    seen = 0
+    while seen < 5:
+        mask = env.action_masks()
+        if mask[:-1].any():
+            teacher = EnvLookahead(env, LookaheadOptions(running_jobs=2))
+            captured = []
+            costs_of = teacher._costs
+
+            def spy(work, base, candidates, present, _f=costs_of, _c=captured):
+                out = _f(work, base, candidates, present)
+                _c.append(out)
+                return out
+
+            teacher._costs = spy  # type: ignore[method-assign]
+            teacher.label()
+            if captured and len(captured[0]) > 1:
+                costs = captured[0]
+                chosen = min(costs)  # no margin: the cheapest candidate is the label
+                others = [c - chosen for c in costs if c != chosen]
+                others += [0.0] * (len(costs) - 1 - len(others))  # ties with the chosen one
+                expected = sum(others) / len(others) / chosen
+                assert teacher.regret == pytest.approx(expected)
+                seen += 1
+        _, _, term, trunc, _ = env.step(env.guide_action())
+        if term or trunc:
+            break
+    assert seen > 0
+
+
+def test_regret_weights_are_regrets_over_their_mean_within_bounds() -> None:
+    from crius_gym.rl.imitation import regret_weights
+
+    w = regret_weights(np.array([0.0, 1.0, 2.0, 5.0, np.nan, 1000.0, *[1.0] * 30]))
+    mean = (0.0 + 1.0 + 2.0 + 5.0 + 1000.0 + 30.0) / 35
+    assert w[0] == 0.1  # the floor: no label ignored
+    assert w[1:4] == pytest.approx(np.maximum(0.1, np.array([1.0, 2.0, 5.0]) / mean))
+    assert w[4] == 1.0  # not recorded: the mean
+    assert w[5] == 10.0  # the cap
+    assert np.array_equal(regret_weights(np.zeros(3)), np.ones(3))
 
 
 def test_collection_is_deterministic_and_checks_beta() -> None:
@@ -125,7 +176,7 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     argv = [
         "--name", "t", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "2",
         "--episodes", "2", "--epochs", "1", "--val-scenarios", "tiny", "--val-traces", "1",
-        "--out", str(tmp_path),
+        "--out", str(tmp_path), "--weights", "regret",
     ]  # fmt: skip
     main([*argv[:7], "1", *argv[8:]])  # round 0 only
     folder = tmp_path / "t"
