@@ -377,6 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     table = pd.DataFrame(rows)
     atomic_write_text(folder / "distill.csv", table.to_csv(index=False))
+    best = _publish_best(folder, records)
     md = [
         f"# DAgger from the lookahead: {args.name}",
         "",
@@ -388,9 +389,38 @@ def main(argv: list[str] | None = None) -> None:
         "",
         table.to_markdown(index=False, floatfmt=".4g"),
         "",
+        f"Best kept: round {best['round']} (`{best['policy']}`, score {best['score']:.4f}), "
+        f"copied to `{folder / 'best'}` (run it with `evaluate.py --policy "
+        f"{folder / 'best'} --guide-margin 0`).",
+        "",
     ]
     atomic_write_text(folder / "distill.md", "\n".join(md))
     print(f"wrote {folder / 'distill.md'}", flush=True)
+
+
+def _publish_best(folder: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Copy the last kept round's network (or the initial one) to ``folder/best``.
+
+    The kept rounds improve on each other, so the last one kept is the best by validation.
+    Files are replaced atomically; returns the round's record.
+    """
+    import shutil
+
+    from crius_gym.atomic import atomic_path
+    from crius_gym.rl.saved import policy_file
+
+    kept = [r for r in records if r["kept"]]
+    best = max(kept, key=lambda r: r["round"])
+    source = policy_file(Path(best["policy"]))
+    target = folder / "best"
+    target.mkdir(exist_ok=True)
+    for name in (source.name, "metadata.yaml"):
+        src = source.parent / name
+        if src.is_file():
+            dst = target / ("model.zip" if name == source.name else name)
+            with atomic_path(dst) as tmp:
+                shutil.copyfile(src, tmp)
+    return best
 
 
 def cli() -> None:

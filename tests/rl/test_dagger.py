@@ -188,9 +188,11 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     assert len(table) == 1 + 3  # the initial network, rounds 0 and 1
     assert (folder / "round1" / "model.zip").is_file()
     assert "git" in (folder / "distill.md").read_text()
-    # The saved round runs as a policy.
+    # The saved round runs as a policy, and so does the best kept one's copy.
     env = _env()
     load_policy(policy_file(folder / "round0"), env)
+    load_policy(policy_file(folder / "best"), env)
+    assert "Best kept: round" in (folder / "distill.md").read_text()
 
 
 def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> None:
