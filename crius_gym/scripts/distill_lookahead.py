@@ -170,14 +170,17 @@ def main(argv: list[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / "distill.yaml"
     # More rounds may follow a finished run; every other setting must stay.
-    settings = {k: v for k, v in vars(args).items() if k != "rounds"}
+    # The teacher is compared by its resolved options, not by how --set spelt them.
+    settings = {k: v for k, v in vars(args).items() if k not in ("rounds", "set")}
     if args.weights == "none":
         del settings["weights"]  # as runs from before the option recorded it
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
     records: list[dict[str, Any]] = []
     if log_path.is_file():
         saved = load_yaml_file(log_path) or {}
-        if saved.get("settings") != settings:
+        before = dict(saved.get("settings") or {})
+        before.pop("set", None)  # recorded by runs before the comparison ignored it
+        if before != settings:
             raise SystemExit(
                 f"{log_path}: written with other settings; use another --name or remove it"
             )
