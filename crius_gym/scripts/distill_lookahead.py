@@ -178,9 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     records: list[dict[str, Any]] = []
     if log_path.is_file():
         saved = load_yaml_file(log_path) or {}
-        before = dict(saved.get("settings") or {})
-        before.pop("set", None)  # recorded by runs before the comparison ignored it
-        if before != settings:
+        recorded = dict(saved.get("settings") or {})
+        recorded.pop("set", None)  # recorded by runs before the comparison ignored it
+        if recorded != settings:
             raise SystemExit(
                 f"{log_path}: written with other settings; use another --name or remove it"
             )
