@@ -393,8 +393,8 @@ def main(argv: list[str] | None = None) -> None:
         table.to_markdown(index=False, floatfmt=".4g"),
         "",
         f"Best kept: round {best['round']} (`{best['policy']}`, score {best['score']:.4f}), "
-        f"copied to `{folder / 'best'}` (run it with `evaluate.py --policy "
-        f"{folder / 'best'} --guide-margin 0`).",
+        f"copied to `{folder / 'best_model.zip'}` (run it with `evaluate.py --policy "
+        f"{folder} --guide-margin 0`).",
         "",
     ]
     atomic_write_text(folder / "distill.md", "\n".join(md))
@@ -402,10 +402,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _publish_best(folder: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Copy the last kept round's network (or the initial one) to ``folder/best``.
+    """Copy the last kept round's network (or the initial one) to ``folder/best_model.zip``.
 
-    The kept rounds improve on each other, so the last one kept is the best by validation.
-    Files are replaced atomically; returns the round's record.
+    Its ``metadata.yaml`` goes beside it, so the run folder is a policy folder like a training
+    run's (``evaluate.py --policy <folder>``, labelled ``ppo:<folder name>``). The kept rounds
+    improve on each other, so the last one kept is the best by validation. Files are replaced
+    atomically; returns the round's record.
     """
     import shutil
 
@@ -415,12 +417,10 @@ def _publish_best(folder: Path, records: list[dict[str, Any]]) -> dict[str, Any]
     kept = [r for r in records if r["kept"]]
     best = max(kept, key=lambda r: r["round"])
     source = policy_file(Path(best["policy"]))
-    target = folder / "best"
-    target.mkdir(exist_ok=True)
     for name in (source.name, "metadata.yaml"):
         src = source.parent / name
         if src.is_file():
-            dst = target / ("model.zip" if name == source.name else name)
+            dst = folder / ("best_model.zip" if name == source.name else name)
             with atomic_path(dst) as tmp:
                 shutil.copyfile(src, tmp)
     return best

@@ -191,7 +191,8 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     # The saved round runs as a policy, and so does the best kept one's copy.
     env = _env()
     load_policy(policy_file(folder / "round0"), env)
-    load_policy(policy_file(folder / "best"), env)
+    assert policy_file(folder) == folder / "best_model.zip"
+    load_policy(policy_file(folder), env)
     assert "Best kept: round" in (folder / "distill.md").read_text()
 
 
