@@ -26,9 +26,9 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from crius_gym.errors import ConfigError
+from crius_gym.policies.lookahead_options import LookaheadOptions
 from crius_gym.policies.registry import make_policy, register
 from crius_gym.policies.rollout_tails import (
     Tail,
@@ -46,89 +46,6 @@ if TYPE_CHECKING:  # the registry imports every policy module: --help stays ligh
     from crius_gym.sim.simulator import Simulator
 
 
-@dataclass(frozen=True)
-class LookaheadOptions:
-    """Settings of :class:`LookaheadPolicy`.
-
-    Attributes:
-        base: the rollout policy (a registered name): it proposes the first candidate and
-            decides everything after a candidate in each rollout.
-        head_jobs: waiting jobs (in queue order, besides the base's) tried on their best Cell.
-        cells_per_job: Cells tried for the base's job (its top-ranked Cells that fit now).
-        other_cells: Cells tried for each other waiting job.
-        running_jobs: running jobs (oldest first) tried on other Cells (a move or resize).
-        moves_when_idle: try those moves at every decision (True), or only while jobs wait
-            (False: cheaper on large clusters, where most instants have an empty queue, but on
-            hetero-64 it cost 3 points of JCT; docs/lookahead.md).
-        horizon_events: truncate a rollout after this many decision points (None: no limit).
-        horizon_s: truncate a rollout after this many simulated seconds (None: no limit).
-        tail: how a truncated rollout values the rest: ``upgrade`` (default: a list schedule
-            of the waiting jobs on the GPUs as they free up, and Crius's upgrades of running
-            jobs onto the GPUs left idle,
-            :func:`~crius_gym.policies.rollout_tails.upgrade_schedule_tail`), ``list`` (the
-            list schedule alone: nobody moves) or ``speed`` (the remaining work at current
-            speeds, a waiting job as if started at once: no queueing).
-        tail_cells: Cells per waiting job the list schedule tries, in the tuner's rank order.
-        drain_queue: the horizon is a minimum: a rollout past it goes on until no job waits,
-            so the tail values running jobs only (their rest at current speeds is nearly exact).
-        max_steps: at most this many actions per instant are chosen by lookahead; after that
-            the base's plan is followed.
-        margin: relative cost improvement another candidate needs to replace the base's action.
-        estimated: roll out with the estimator's speeds (the scheduler's view; default) rather
-            than the ground truth (an oracle, for measuring only).
-        queue_weight: extra cost per second each present job waits in a rollout (and in a
-            list tail), on top of its time in the system: a stand-in for the arrivals the
-            rollout cannot see, which would queue behind it (0: none; docs/lookahead.md).
-        wait_when_queued: waiting is a candidate while jobs wait and the rollout policy acts
-            (True), or not (False, the default: the lookahead may pick another action, but not
-            hold back the rollout policy's admissions, which a rollout over the present jobs
-            overvalues: it gives the GPUs that free up to the queue, not to arrivals;
-            docs/lookahead.md).
-        capacity_price: the price of GPU time, for the arrivals the rollout cannot see: a
-            rollout also costs ``capacity_price × N / G`` job-seconds per GPU-second the present
-            jobs hold (in the rollout and its tail), N the jobs present at the decision and G
-            the cluster's GPUs: if the future is like the present, about N jobs will share the
-            G GPUs, and each GPU-second taken now delays each of them by about 1/G seconds
-            (0: the future is free; docs/lookahead.md).
-    """
-
-    base: str = "crius"
-    head_jobs: int = 2
-    cells_per_job: int = 3
-    other_cells: int = 1
-    running_jobs: int = 0
-    moves_when_idle: bool = True
-    horizon_events: int | None = None
-    horizon_s: float | None = None
-    tail: Literal["list", "speed", "upgrade"] = "upgrade"
-    tail_cells: int = 3
-    drain_queue: bool = False
-    max_steps: int = 32
-    margin: float = 0.0
-    estimated: bool = True
-    queue_weight: float = 0.0
-    capacity_price: float = 0.0
-    wait_when_queued: bool = False
-
-    def __post_init__(self) -> None:
-        if self.head_jobs < 0 or self.cells_per_job < 1 or self.max_steps < 1:
-            raise ConfigError("head_jobs >= 0, cells_per_job >= 1 and max_steps >= 1")
-        if self.horizon_events is not None and self.horizon_events < 1:
-            raise ConfigError(f"horizon_events must be >= 1, got {self.horizon_events}")
-        if self.horizon_s is not None and not self.horizon_s > 0:
-            raise ConfigError(f"horizon_s must be > 0, got {self.horizon_s}")
-        if not 0 <= self.margin < 1:
-            raise ConfigError(f"margin must be in [0, 1), got {self.margin}")
-        if self.tail not in ("list", "speed", "upgrade"):
-            raise ConfigError(f"tail must be list, speed or upgrade, got {self.tail!r}")
-        if self.tail_cells < 1:
-            raise ConfigError(f"tail_cells must be >= 1, got {self.tail_cells}")
-        if not self.queue_weight >= 0:
-            raise ConfigError(f"queue_weight must be >= 0, got {self.queue_weight}")
-        if not self.capacity_price >= 0:
-            raise ConfigError(f"capacity_price must be >= 0, got {self.capacity_price}")
-
-
 @dataclass
 class LookaheadStats:
     """What the lookahead did over a run (for reports and benchmarks).
@@ -138,7 +55,8 @@ class LookaheadStats:
         choices: actions chosen by comparing candidates.
         changed: of those, where it did not take the base's action.
         rollouts: rollouts run.
-        truncated: rollouts stopped at the horizon.
+        truncated: rollouts stopped at a horizon (the screen's included).
+        screened: rollouts left at the screen (``screen_s``).
     """
 
     instants: int = 0
@@ -146,12 +64,26 @@ class LookaheadStats:
     changed: int = 0
     rollouts: int = 0
     truncated: int = 0
+    screened: int = 0
 
 
 @dataclass
 class _Rollout:
     cost: float
     truncated: bool = False
+
+
+@dataclass
+class _Branch:
+    """A rollout under way: its simulator and policy copies, and what it has counted so far."""
+
+    sim: Simulator
+    policy: Policy
+    start_s: float
+    events: int = 0
+    queue_s: float = 0.0
+    gpu_s: float = 0.0
+    undecided: bool = False  # stopped right after an event the policy has not yet seen
 
 
 class LookaheadPolicy:
@@ -260,8 +192,35 @@ class LookaheadPolicy:
         candidates: Sequence[Action | None],
         present: Sequence[int],
     ) -> list[float]:
-        """Each candidate's rollout cost (job-seconds); a hook for audits of truncation."""
-        return [self._rollout(work, base, c, present).cost for c in candidates]
+        """Each candidate's rollout cost (job-seconds); a hook for audits of truncation.
+
+        With ``screen_s`` (successive halving) every rollout first stops at the screen; the
+        first candidate and the ``screen_keep`` cheapest others go on to the horizon, and the
+        rest cost infinity unless their rollout already ended.
+        """
+        opts = self.options
+        if opts.screen_s is None or len(candidates) <= opts.screen_keep + 1:
+            return [self._rollout(work, base, c, present).cost for c in candidates]
+        branches = [self._branch(work, base, c) for c in candidates]
+        first = [
+            b
+            if isinstance(b, _Rollout)
+            else self._run(b, present, opts.horizon_events, opts.screen_s)
+            for b in branches
+        ]
+        others = sorted(range(1, len(candidates)), key=lambda k: (first[k].cost, k))
+        going_on = {0, *others[: opts.screen_keep]}
+        costs: list[float] = []
+        for k, (b, r) in enumerate(zip(branches, first, strict=True)):
+            if not r.truncated:
+                costs.append(r.cost)
+            elif k in going_on:
+                assert isinstance(b, _Branch)
+                costs.append(self._run(b, present, opts.horizon_events, opts.horizon_s).cost)
+            else:
+                self.stats.screened += 1
+                costs.append(math.inf)
+        return costs
 
     def _pick(
         self, candidates: Sequence[Action | None], costs: Sequence[float], proposal: Action | None
@@ -353,10 +312,17 @@ class LookaheadPolicy:
         ``full`` ignores the options' truncation (``horizon_events`` and ``horizon_s``): the
         rollout runs to the end of the present jobs (audits of the truncation's bias).
         """
-        self.stats.rollouts += 1
+        branch = self._branch(work, base, action)
+        if isinstance(branch, _Rollout):
+            return branch
         opts = self.options
-        horizon = None if full else opts.horizon_events
-        horizon_s = None if full else opts.horizon_s
+        if full:
+            return self._run(branch, present, None, None)
+        return self._run(branch, present, opts.horizon_events, opts.horizon_s)
+
+    def _branch(self, work: Simulator, base: Policy, action: Action | None) -> _Branch | _Rollout:
+        """A rollout's start: ``action`` applied on a copy, then the base's reply to it."""
+        self.stats.rollouts += 1
         sim = work.clone()
         policy = self._copy(base, sim)
         try:
@@ -367,16 +333,31 @@ class LookaheadPolicy:
                     sim.apply(acts)
         except InvalidActionError:
             return _Rollout(math.inf)
-        start_s, events = sim.now_s, 0
+        return _Branch(sim, policy, sim.now_s)
+
+    def _run(
+        self,
+        b: _Branch,
+        present: Sequence[int],
+        horizon_events: int | None,
+        horizon_s: float | None,
+    ) -> _Rollout:
+        """Run a branch on to a horizon (None: the end) and value it; it can go on later."""
+        opts = self.options
+        sim, policy = b.sim, b.policy
         # Job-seconds spent waiting and GPU-seconds held in the rollout, for the extra costs
         # (counted only when priced: this loop is the lookahead's hot path).
         priced = bool(opts.queue_weight or opts.capacity_price)
-        queue_s = gpu_s = 0.0
         waiting = busy = 0
         while True:
+            if b.undecided:  # stopped at a horizon right after an event: decide it first
+                b.undecided = False
+                acts = policy.decide(sim.snapshot())
+                if acts:
+                    sim.apply(acts)
             # With drain_queue the horizon is a minimum: the rollout goes on while jobs wait.
             hold = opts.drain_queue and bool(sim.waiting_indices)
-            if horizon is not None and events >= horizon and not hold:
+            if horizon_events is not None and b.events >= horizon_events and not hold:
                 break
             before_s = sim.now_s
             if priced:
@@ -385,20 +366,18 @@ class LookaheadPolicy:
                 if sim.jobs_in_system:  # nothing more will happen, yet jobs are left: a stall
                     return _Rollout(math.inf)
                 return _Rollout(
-                    self._charged(sim, rollout_cost_s(sim, present), queue_s, gpu_s, present)
+                    self._charged(sim, rollout_cost_s(sim, present), b.queue_s, b.gpu_s, present)
                 )
-            queue_s += waiting * (sim.now_s - before_s)
-            gpu_s += busy * (sim.now_s - before_s)
-            events += 1
+            b.queue_s += waiting * (sim.now_s - before_s)
+            b.gpu_s += busy * (sim.now_s - before_s)
+            b.events += 1
+            b.undecided = True
             if (
                 horizon_s is not None
-                and sim.now_s - start_s > horizon_s
+                and sim.now_s - b.start_s > horizon_s
                 and not (opts.drain_queue and sim.waiting_indices)
             ):
                 break
-            acts = policy.decide(sim.snapshot())
-            if acts:
-                sim.apply(acts)
         self.stats.truncated += 1
         tail = (
             remaining_tail(sim)
@@ -409,7 +388,7 @@ class LookaheadPolicy:
         )
         cost = rollout_cost_s(sim, present, tail)
         return _Rollout(
-            self._charged(sim, cost, queue_s + tail.queue_s, gpu_s + tail.gpu_s, present),
+            self._charged(sim, cost, b.queue_s + tail.queue_s, b.gpu_s + tail.gpu_s, present),
             truncated=True,
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -150,6 +151,9 @@ def test_bad_options_are_refused():
         {"queue_weight": -1.0},
         {"capacity_price": float("nan")},
         {"tail": "crius"},
+        {"screen_s": 0.0},
+        {"screen_s": 1800.0, "horizon_s": 900.0},
+        {"screen_keep": 0},
     ):
         with pytest.raises(ConfigError):
             LookaheadOptions(**bad)
@@ -226,3 +230,57 @@ def test_a_full_rollout_ignores_every_truncation(crowded, truncation):
     full = look._rollout(work, crius, None, present, full=True)
     assert truncated.truncated and not full.truncated and not untruncated.truncated
     assert full.cost == untruncated.cost != truncated.cost
+
+
+def _candidates(crowded, look):
+    sim, crius = crowded
+    snap = sim.snapshot()
+    proposal = next(iter(look._copy(crius, sim).decide(snap)), None)
+    return look._candidates(snap, proposal)
+
+
+@pytest.mark.parametrize("horizon_s", [None, 3600.0])
+def test_a_rollout_stopped_at_the_screen_and_run_on_is_the_rollout_run_at_once(crowded, horizon_s):
+    # The policy must see the event the rollout stopped at before time moves on, and the
+    # screen's tail must leave the simulator as it was.
+    sim, crius = crowded
+    work, present = _fork(sim)
+    opts = LookaheadOptions(horizon_s=horizon_s, running_jobs=2)
+    plain = LookaheadPolicy(opts)
+    candidates = _candidates(crowded, plain)
+    assert len(candidates) >= 4
+    # All but one of the others go on past the screen.
+    screen = dataclasses.replace(opts, screen_s=300.0, screen_keep=len(candidates) - 2)
+    screened = LookaheadPolicy(screen)
+    want = plain._costs(work, crius, candidates, present)
+    got = screened._costs(work, crius, candidates, present)
+    assert [g for g in got if g != math.inf] == [
+        w for w, g in zip(want, got, strict=True) if g != math.inf
+    ]
+    assert screened.stats.screened == got.count(math.inf) <= 1
+    assert screened.stats.rollouts == len(candidates)
+    assert screened.stats.truncated > plain.stats.truncated  # the screen stopped rollouts
+
+
+def test_a_screen_keeps_the_first_candidate_and_the_cheapest_others(crowded):
+    sim, crius = crowded
+    work, present = _fork(sim)
+    opts = LookaheadOptions(horizon_s=3600.0, running_jobs=2, screen_s=600.0, screen_keep=1)
+    look = LookaheadPolicy(opts)
+    candidates = _candidates(crowded, look)
+    at_screen = LookaheadPolicy(dataclasses.replace(opts, horizon_s=600.0, screen_s=None))
+    first = [at_screen._rollout(work, crius, c, present) for c in candidates]
+    full = LookaheadPolicy(dataclasses.replace(opts, screen_s=None))
+    want = full._costs(work, crius, candidates, present)
+    got = look._costs(work, crius, candidates, present)
+    kept = min(range(1, len(candidates)), key=lambda k: (first[k].cost, k))
+    for k, c in enumerate(got):
+        if k in (0, kept) or not first[k].truncated:
+            assert c == want[k], k
+        else:
+            assert c == math.inf, k
+    assert (
+        look.stats.screened
+        == sum(1 for k, r in enumerate(first) if r.truncated and k not in (0, kept))
+        >= 1
+    )
