@@ -48,6 +48,7 @@ from crius_gym.env.features import (
 
 # The "present" flag of a padded table row, found by name.
 _JOB_PRESENT = JOB_FEATURES.index("present")
+_CELL_IS_CURRENT = CELL_FEATURES_BASE.index("is_current")
 _TYPE_PRESENT = TYPE_FEATURES.index("present")
 
 TABLE_KEYS = ("jobs", "cells", "running", "running_cells", "cluster", "globals")
@@ -192,6 +193,11 @@ class RowScorer(nn.Module):
             ``guide_next``; it has to say from the state's other features where another action
             is better (it can still lean against the hint through features that correlate
             with the guide's choice; docs/rl.md §3).
+        relative_cells: a running job's Cells are scored on their features and on their
+            difference from the job's current Cell (a move is a comparison: the time it saves,
+            the GPUs it takes), not on their own features alone.
+        queue_context: the context every scorer sees pools the window jobs' embeddings (what
+            waits), not only the GPU types and the globals.
     """
 
     _residual_mask: torch.Tensor  # a buffer: ones but at the guide's columns
@@ -203,20 +209,25 @@ class RowScorer(nn.Module):
         hint_weight: float = 0.0,
         zero_init: bool = False,
         guide_inputs: bool = True,
+        relative_cells: bool = False,
+        queue_context: bool = False,
     ) -> None:
         super().__init__()
         self.layout = layout
+        self.relative_cells = relative_cells
+        self.queue_context = queue_context
         self.latent_dim_pi = layout.num_actions
         self.latent_dim_vf = hidden
         h = hidden
         self.type_enc = _mlp([len(TYPE_FEATURES), h])
-        self.ctx = _mlp([h + len(GLOBAL_FEATURES), h, h])
+        self.ctx = _mlp([h + len(GLOBAL_FEATURES) + (h if queue_context else 0), h, h])
         self.job_enc = _mlp([len(JOB_FEATURES), h, h])
         self.cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
         self.wait_score = _mlp([2 * h, h, 1], final_activation=False)
         if layout.running:
             self.run_enc = _mlp([len(JOB_FEATURES), h, h])
-            self.run_cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
+            run_cell_in = layout.cell_features * (2 if relative_cells else 1)
+            self.run_cell_score = _mlp([run_cell_in + 2 * h, h, 1], final_activation=False)
             self.preempt_score = _mlp([2 * h, h, 1], final_activation=False)
         self.value = _mlp([3 * h, h])
         self.hint = nn.Parameter(torch.tensor(float(hint_weight))) if hint_weight else None
@@ -245,15 +256,12 @@ class RowScorer(nn.Module):
         types = self._table(x, "cluster", lay.types)
         gl = self._table(x, "globals", 1)[:, 0]
         type_ctx = _masked_mean(self.type_enc(types), types[..., _TYPE_PRESENT])
-        ctx = self.ctx(torch.cat([type_ctx, gl], 1))
         jobs = self._table(x, "jobs", lay.jobs)
         job_emb = self.job_enc(jobs)
-        return {
-            "ctx": ctx,
-            "jobs": jobs,
-            "job_emb": job_emb,
-            "pooled": _masked_mean(job_emb, jobs[..., _JOB_PRESENT]),
-        }
+        pooled = _masked_mean(job_emb, jobs[..., _JOB_PRESENT])
+        parts = [type_ctx, gl, pooled] if self.queue_context else [type_ctx, gl]
+        ctx = self.ctx(torch.cat(parts, 1))
+        return {"ctx": ctx, "jobs": jobs, "job_emb": job_emb, "pooled": pooled}
 
     def _pair_logits(
         self,
@@ -266,6 +274,9 @@ class RowScorer(nn.Module):
     ) -> torch.Tensor:
         c = self.layout.cells
         cells = self._table(x, key, rows * c).reshape(x.shape[0], rows, c, -1)
+        if key == "running_cells" and self.relative_cells:
+            current = (cells * cells[..., _CELL_IS_CURRENT : _CELL_IS_CURRENT + 1]).sum(2, True)
+            cells = torch.cat([cells, cells - current], -1)
         return _factored(scorer, cells, emb, ctx).reshape(x.shape[0], rows * c)
 
     def _residual_view(self, features: torch.Tensor) -> torch.Tensor:
@@ -336,8 +347,8 @@ class RowScorer(nn.Module):
 class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
     """MaskablePPO policy with the row-scoring network.
 
-    Its policy_kwargs are :class:`RowScorer`'s: ``hidden``, ``hint_weight``, ``zero_init`` and
-    ``guide_inputs``.
+    Its policy_kwargs are :class:`RowScorer`'s: ``hidden``, ``hint_weight``, ``zero_init``,
+    ``guide_inputs``, ``relative_cells`` and ``queue_context``.
     """
 
     def __init__(
@@ -349,12 +360,16 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
         hint_weight: float = 0.0,
         zero_init: bool = False,
         guide_inputs: bool = True,
+        relative_cells: bool = False,
+        queue_context: bool = False,
         **kwargs: Any,
     ) -> None:
         self.hidden = hidden
         self.hint_weight = hint_weight
         self.zero_init = zero_init
         self.guide_inputs = guide_inputs
+        self.relative_cells = relative_cells
+        self.queue_context = queue_context
         kwargs.setdefault("features_extractor_class", TableExtractor)
         kwargs.pop("net_arch", None)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
@@ -362,7 +377,13 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         layout = TableLayout.from_space(self.observation_space)  # type: ignore[arg-type]
         self.mlp_extractor = RowScorer(  # type: ignore[assignment]
-            layout, self.hidden, self.hint_weight, self.zero_init, self.guide_inputs
+            layout,
+            self.hidden,
+            self.hint_weight,
+            self.zero_init,
+            self.guide_inputs,
+            self.relative_cells,
+            self.queue_context,
         )
 
     def _build(self, lr_schedule: Callable[[float], float]) -> None:
@@ -386,5 +407,7 @@ class RowScorerPolicy(MaskableMultiInputActorCriticPolicy):
             hint_weight=self.hint_weight,
             zero_init=self.zero_init,
             guide_inputs=self.guide_inputs,
+            relative_cells=self.relative_cells,
+            queue_context=self.queue_context,
         )
         return data

@@ -9,14 +9,14 @@ from crius_gym.errors import ConfigError, InputFileError
 from crius_gym.policies.registry import make_policy
 from crius_gym.rl.agent import HeuristicDriver, run_model
 from crius_gym.rl.imitation import behaviour_clone, collect_demonstrations
-from crius_gym.rl.networks import TableLayout
+from crius_gym.rl.networks import _CELL_IS_CURRENT, TableLayout
 from crius_gym.rl.ppo import make_model, resolve_hyperparams
 from crius_gym.rl.saved import PolicyCompatibilityError, load_policy, write_metadata
 from crius_gym.scenarios import load_scenario
 
 
-def tiny_model(policy="rowwise", **env):
-    hp = resolve_hyperparams("tiny", overrides=[f"policy={policy}"])
+def tiny_model(policy="rowwise", overrides=(), **env):
+    hp = resolve_hyperparams("tiny", overrides=[f"policy={policy}", *overrides])
     venv = make_vec_env(lambda: CriusEnv("tiny", config=env), n_envs=1, seed=0)
     return make_model(hp, venv, 0, None)
 
@@ -35,10 +35,15 @@ def test_hyperparams_resolution_and_errors(tmp_path):
     assert err.value.field == "default.n_stepz"
 
 
-@pytest.mark.parametrize("env", [{}, {"reconfigure": False}])
-def test_row_scorer_is_permutation_equivariant(env):
+_COMPARING = ("policy_kwargs.relative_cells=true", "policy_kwargs.queue_context=true")
+
+
+@pytest.mark.parametrize(
+    ("env", "overrides"), [({}, ()), ({"reconfigure": False}, ()), ({}, _COMPARING)]
+)
+def test_row_scorer_is_permutation_equivariant(env, overrides):
     torch.manual_seed(0)
-    model = tiny_model(**env)
+    model = tiny_model(overrides=overrides, **env)
     e = CriusEnv("tiny", config=env)
     obs, _ = e.reset(seed=0)
     for _ in range(3):  # move to a state with several window jobs
@@ -207,3 +212,34 @@ def test_learning_rate_schedules():
         learning_rate_schedule("cosine_1e-4")
     hp = resolve_hyperparams("tiny", overrides=["learning_rate=lin_3e-4", "target_kl=0.02"])
     assert callable(hp.ppo_kwargs()["learning_rate"]) and hp.ppo_kwargs()["target_kl"] == 0.02
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_relative_cells_score_a_move_against_the_current_cell(relative):
+    """relative_cells: a running job's other Cells are scored against its current one."""
+    torch.manual_seed(0)
+    model = tiny_model(overrides=[f"policy_kwargs.relative_cells={str(relative).lower()}"])
+    pol = model.policy
+    ext = pol.mlp_extractor
+    assert ext.relative_cells is relative
+    torch.nn.init.normal_(ext.run_cell_score[-1].weight)
+    lay = ext.layout
+    e = CriusEnv("tiny")
+    obs, _ = e.reset(seed=0)
+    feats = pol.extract_features({k: torch.as_tensor(v[None]).float() for k, v in obs.items()})
+    a, b = lay.offsets["running_cells"]
+    f = lay.cell_features
+    cells = feats[0, a:b].reshape(lay.running, lay.cells, f)
+    cells[0, 0, :] = torch.rand(f)
+    cells[0, 0, _CELL_IS_CURRENT] = 1.0  # running job 0 sits on its Cell 0
+    cells[0, 1:, _CELL_IS_CURRENT] = 0.0
+    other = feats.clone()
+    other[0, a:b].reshape(lay.running, lay.cells, f)[0, 0, :5] += 1.0  # its current Cell changes
+
+    def run_logits(x):
+        start = lay.jobs * lay.cells
+        return ext.forward_actor(x)[0, start : start + lay.cells]  # running job 0's Cells
+
+    x, y = run_logits(feats), run_logits(other)
+    assert not torch.allclose(x[0], y[0])  # the current Cell's own score moves either way
+    assert torch.allclose(x[1:], y[1:]) is not relative
