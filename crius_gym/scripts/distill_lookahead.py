@@ -92,6 +92,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "horizon_s=3600)",
     )
     p.add_argument(
+        "--policy-kwargs",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a network option (the rowwise network's policy_kwargs, e.g. relative_cells=true; "
+        "repeatable): every round then starts from a fresh network with the init's options "
+        "changed by these, its residual at zero so that it starts as the guide (Crius), instead "
+        "of from the init's weights (default: none)",
+    )
+    p.add_argument(
         "--val-scenarios",
         nargs="+",
         default=VAL_SCENARIOS,
@@ -272,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
         cut = max(1, len(data) // 10)
 
         held, train = data.subset(order[:cut]), data.subset(order[cut:])
-        model, _ = load_policy(init, env)
+        model = _start_model(init, env, args.policy_kwargs, args.seed + k)
         before = agreement(model, held)
         print(
             f"round {k}: distilling {len(train)} labels ({len(held)} held out; "
@@ -399,6 +409,28 @@ def main(argv: list[str] | None = None) -> None:
     ]
     atomic_write_text(folder / "distill.md", "\n".join(md))
     print(f"wrote {folder / 'distill.md'}", flush=True)
+
+
+def _start_model(init: Path, env: Any, changes: list[str], seed: int) -> Any:
+    """The network a round distils into: the init's, or a fresh one with changed options."""
+    from sb3_contrib import MaskablePPO
+
+    from crius_gym.rl.saved import load_policy
+    from crius_gym.yamlfile import load_yaml
+
+    model, _ = load_policy(init, env)
+    if not changes:
+        return model
+    kwargs = dict(model.policy_kwargs)
+    for item in changes:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--policy-kwargs {item!r}: expected KEY=VALUE")
+        kwargs[key] = load_yaml(value, f"--policy-kwargs {item!r}")
+    try:
+        return MaskablePPO(type(model.policy), env, policy_kwargs=kwargs, device="cpu", seed=seed)
+    except TypeError as exc:
+        raise SystemExit(f"--policy-kwargs: {exc}") from None
 
 
 def _publish_best(folder: Path, records: list[dict[str, Any]]) -> dict[str, Any]:

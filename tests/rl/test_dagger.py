@@ -196,6 +196,24 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     assert "Best kept: round" in (folder / "distill.md").read_text()
 
 
+def test_policy_kwargs_start_each_round_from_a_fresh_network_with_those_options(
+    tmp_path: Path,
+) -> None:
+    from crius_gym.scripts.distill_lookahead import main
+
+    argv = [
+        "--name", "f", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "1",
+        "--episodes", "1", "--epochs", "1", "--val-traces", "0", "--out", str(tmp_path),
+        "--policy-kwargs", "relative_cells=true", "--policy-kwargs", "queue_context=true",
+    ]  # fmt: skip
+    main(argv)
+    model, _ = load_policy(policy_file(tmp_path / "f" / "round0"), _env())
+    ext = model.policy.mlp_extractor
+    assert ext.relative_cells and ext.queue_context
+    with pytest.raises(SystemExit, match="policy-kwargs"):
+        main([*argv[:-4], "--policy-kwargs", "no_such_option=1", "--name", "g"])
+
+
 def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> None:
     import torch
 
