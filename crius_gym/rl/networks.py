@@ -141,7 +141,11 @@ def _mlp(sizes: list[int], final_activation: bool = True) -> nn.Sequential:
 
 
 def _factored(
-    scorer: nn.Sequential, rows: torch.Tensor, emb: torch.Tensor, ctx: torch.Tensor
+    scorer: nn.Sequential,
+    rows: torch.Tensor,
+    emb: torch.Tensor,
+    ctx: torch.Tensor,
+    extra: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``scorer`` on [rows, emb, ctx] (emb per job, ctx per sample, broadcast), without the concat.
 
@@ -154,6 +158,7 @@ def _factored(
         rows: (batch, jobs, C, F) Cell rows.
         emb: (batch, jobs, h) job embeddings.
         ctx: (batch, h) context.
+        extra: (batch, jobs, C, h) added to the first layer's output (None: nothing).
 
     Returns:
         (batch, jobs, C) scores.
@@ -166,6 +171,8 @@ def _factored(
         ctx, w[:, f + h :], first.bias
     ).unsqueeze(1)
     pre = nn.functional.linear(rows, w[:, :f]) + shared.unsqueeze(2)
+    if extra is not None:
+        pre = pre + extra
     out: torch.Tensor = scorer[1:](pre).squeeze(-1)
     return out
 
@@ -198,6 +205,10 @@ class RowScorer(nn.Module):
             the GPUs it takes), not on their own features alone.
         queue_context: the context every scorer sees pools the window jobs' embeddings (what
             waits), not only the GPU types and the globals.
+
+    Both options add a linear term to an existing layer's input (``run_rel``, ``ctx_queue``),
+    so a network without them loads into one with them (``load_state_dict(strict=False)``)
+    and, with those terms at zero (:meth:`zero_added_terms`), computes what it did.
     """
 
     _residual_mask: torch.Tensor  # a buffer: ones but at the guide's columns
@@ -220,14 +231,18 @@ class RowScorer(nn.Module):
         self.latent_dim_vf = hidden
         h = hidden
         self.type_enc = _mlp([len(TYPE_FEATURES), h])
-        self.ctx = _mlp([h + len(GLOBAL_FEATURES) + (h if queue_context else 0), h, h])
+        self.ctx = _mlp([h + len(GLOBAL_FEATURES), h, h])
+        self.ctx_queue = nn.Linear(h, h, bias=False) if queue_context else None
         self.job_enc = _mlp([len(JOB_FEATURES), h, h])
         self.cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
         self.wait_score = _mlp([2 * h, h, 1], final_activation=False)
+        self.run_rel: nn.Linear | None = None
         if layout.running:
             self.run_enc = _mlp([len(JOB_FEATURES), h, h])
-            run_cell_in = layout.cell_features * (2 if relative_cells else 1)
-            self.run_cell_score = _mlp([run_cell_in + 2 * h, h, 1], final_activation=False)
+            self.run_cell_score = _mlp([layout.cell_features + 2 * h, h, 1], final_activation=False)
+            self.run_rel = (
+                nn.Linear(layout.cell_features, h, bias=False) if relative_cells else None
+            )
             self.preempt_score = _mlp([2 * h, h, 1], final_activation=False)
         self.value = _mlp([3 * h, h])
         self.hint = nn.Parameter(torch.tensor(float(hint_weight))) if hint_weight else None
@@ -237,6 +252,12 @@ class RowScorer(nn.Module):
         self.register_buffer("_residual_mask", layout.guide_free_mask(), persistent=False)
         if zero_init:
             self.zero_last_layers()
+
+    def zero_added_terms(self) -> None:
+        """Zero the options' added terms: the network computes what it did without them."""
+        for term in (self.run_rel, self.ctx_queue):
+            if term is not None:
+                nn.init.zeros_(term.weight)
 
     def zero_last_layers(self) -> None:
         """Zero the last layer of every scorer (call again after any re-initialisation)."""
@@ -259,8 +280,11 @@ class RowScorer(nn.Module):
         jobs = self._table(x, "jobs", lay.jobs)
         job_emb = self.job_enc(jobs)
         pooled = _masked_mean(job_emb, jobs[..., _JOB_PRESENT])
-        parts = [type_ctx, gl, pooled] if self.queue_context else [type_ctx, gl]
-        ctx = self.ctx(torch.cat(parts, 1))
+        base = torch.cat([type_ctx, gl], 1)
+        if self.ctx_queue is None:
+            ctx = self.ctx(base)
+        else:  # the first layer's input, plus the queue's term
+            ctx = self.ctx[1:](self.ctx[0](base) + self.ctx_queue(pooled))
         return {"ctx": ctx, "jobs": jobs, "job_emb": job_emb, "pooled": pooled}
 
     def _pair_logits(
@@ -274,10 +298,11 @@ class RowScorer(nn.Module):
     ) -> torch.Tensor:
         c = self.layout.cells
         cells = self._table(x, key, rows * c).reshape(x.shape[0], rows, c, -1)
-        if key == "running_cells" and self.relative_cells:
+        extra = None
+        if key == "running_cells" and self.run_rel is not None:
             current = (cells * cells[..., _CELL_IS_CURRENT : _CELL_IS_CURRENT + 1]).sum(2, True)
-            cells = torch.cat([cells, cells - current], -1)
-        return _factored(scorer, cells, emb, ctx).reshape(x.shape[0], rows * c)
+            extra = self.run_rel(cells - current)
+        return _factored(scorer, cells, emb, ctx, extra).reshape(x.shape[0], rows * c)
 
     def _residual_view(self, features: torch.Tensor) -> torch.Tensor:
         """What the scorers and the value see: without the guide's columns unless allowed."""

@@ -97,9 +97,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="a network option (the rowwise network's policy_kwargs, e.g. relative_cells=true; "
-        "repeatable): every round then starts from a fresh network with the init's options "
-        "changed by these, its residual at zero so that it starts as the guide (Crius), instead "
-        "of from the init's weights (default: none)",
+        "repeatable): every round then distils into a network with the init's options changed "
+        "by these. Options that add terms (relative_cells, queue_context) keep the init's "
+        "weights with the new terms at zero, so it starts as the init; others (e.g. hidden) "
+        "start fresh, the residual at zero, so it starts as the guide (default: none)",
     )
     p.add_argument(
         "--val-scenarios",
@@ -412,7 +413,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _start_model(init: Path, env: Any, changes: list[str], seed: int) -> Any:
-    """The network a round distils into: the init's, or a fresh one with changed options."""
+    """The network a round distils into: the init's, or one with changed options.
+
+    With changed options the init's weights are kept where their shapes still fit and the
+    options' added terms start at zero (it computes what the init does); where they do not
+    fit (another width) the network starts fresh.
+    """
     from sb3_contrib import MaskablePPO
 
     from crius_gym.rl.saved import load_policy
@@ -428,9 +434,19 @@ def _start_model(init: Path, env: Any, changes: list[str], seed: int) -> Any:
             raise SystemExit(f"--policy-kwargs {item!r}: expected KEY=VALUE")
         kwargs[key] = load_yaml(value, f"--policy-kwargs {item!r}")
     try:
-        return MaskablePPO(type(model.policy), env, policy_kwargs=kwargs, device="cpu", seed=seed)
+        fresh = MaskablePPO(type(model.policy), env, policy_kwargs=kwargs, device="cpu", seed=seed)
     except TypeError as exc:
         raise SystemExit(f"--policy-kwargs: {exc}") from None
+    old, new = model.policy.state_dict(), fresh.policy.state_dict()
+    if any(k in new and new[k].shape != v.shape for k, v in old.items()):
+        return fresh  # another width: nothing carries over (load_state_dict would copy some)
+    fresh.policy.load_state_dict(old, strict=False)
+    from crius_gym.rl.networks import RowScorer
+
+    scorer = fresh.policy.mlp_extractor
+    if isinstance(scorer, RowScorer):
+        scorer.zero_added_terms()
+    return fresh
 
 
 def _publish_best(folder: Path, records: list[dict[str, Any]]) -> dict[str, Any]:

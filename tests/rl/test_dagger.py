@@ -214,6 +214,31 @@ def test_policy_kwargs_start_each_round_from_a_fresh_network_with_those_options(
         main([*argv[:-4], "--policy-kwargs", "no_such_option=1", "--name", "g"])
 
 
+def test_a_round_with_added_terms_starts_as_the_init_and_another_width_as_the_guide() -> None:
+    import torch
+
+    from crius_gym.scripts.distill_lookahead import _start_model
+
+    env = _env()
+    init, _ = load_policy(policy_file(REFERENCE), env)
+    added = _start_model(
+        policy_file(REFERENCE), env, ["relative_cells=true", "queue_context=true"], 0
+    )
+    wider = _start_model(policy_file(REFERENCE), env, ["hidden=32"], 0)
+    obs, _ = env.reset(seed=1)
+    t = {key: torch.as_tensor(v[None]).float() for key, v in obs.items()}
+
+    def logits(model):
+        pol = model.policy
+        return pol.mlp_extractor.forward_actor(pol.extract_features(t, pol.pi_features_extractor))
+
+    assert torch.allclose(logits(added), logits(init))
+    # A fresh network's residual is zero: its logits are the hint on the guide's action alone.
+    ext = wider.policy.mlp_extractor
+    hinted = ext.hint * ext._proposal(wider.policy.extract_features(t))
+    assert torch.allclose(logits(wider), hinted)
+
+
 def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> None:
     import torch
 

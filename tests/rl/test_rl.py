@@ -243,3 +243,28 @@ def test_relative_cells_score_a_move_against_the_current_cell(relative):
     x, y = run_logits(feats), run_logits(other)
     assert not torch.allclose(x[0], y[0])  # the current Cell's own score moves either way
     assert torch.allclose(x[1:], y[1:]) is not relative
+
+
+def test_a_network_without_the_options_loads_into_one_with_them_and_computes_the_same():
+    torch.manual_seed(0)
+    plain = tiny_model()
+    for module in (plain.policy.mlp_extractor.cell_score, plain.policy.mlp_extractor.wait_score):
+        torch.nn.init.normal_(module[-1].weight)
+    richer = tiny_model(overrides=_COMPARING)
+    missing, unexpected = richer.policy.load_state_dict(plain.policy.state_dict(), strict=False)
+    assert sorted(missing) == ["mlp_extractor.ctx_queue.weight", "mlp_extractor.run_rel.weight"]
+    assert not unexpected
+    e = CriusEnv("tiny")
+    obs, _ = e.reset(seed=0)
+    for _ in range(3):
+        obs, *_ = e.step(int(np.flatnonzero(e.action_masks())[-1]))
+    t = {key: torch.as_tensor(v[None]).float() for key, v in obs.items()}
+
+    def outputs(model):
+        pol = model.policy
+        return pol.mlp_extractor(pol.extract_features(t, pol.pi_features_extractor))
+
+    assert not torch.equal(outputs(plain)[0], outputs(richer)[0])  # the added terms count
+    richer.policy.mlp_extractor.zero_added_terms()
+    for a, b in zip(outputs(plain), outputs(richer), strict=True):
+        assert torch.equal(a, b)
