@@ -12,8 +12,11 @@ The cost of a rollout is Σ over the jobs present of their time in the system (f
 arrival). A rollout stops at the end of the present jobs, or, when truncated, after
 ``horizon_events`` decisions or ``horizon_s`` simulated seconds; the rest is valued by ``tail``:
 ``speed``, the remaining work at current speeds (a waiting job as if it started at once on its
-best Cell: no queueing), or ``list`` (default), a list schedule of the waiting jobs on the GPUs
-as the running jobs free them (per GPU type, counts only), so queueing is priced.
+best Cell: no queueing), ``list``, a list schedule of the waiting jobs on the GPUs as the
+running jobs free them (per GPU type, counts only), so queueing is priced, or ``upgrade``
+(default), that list schedule with Crius's upgrades of running jobs onto the GPUs left idle.
+With ``screen_s`` every candidate's rollout stops first at that shorter horizon and only the
+cheapest few go on (successive halving).
 
 Because the future is never read, the decision is a function of the state: what a learned policy
 can be trained to imitate. On a scenario with measured ground truth the rollouts still use the
