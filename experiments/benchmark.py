@@ -21,6 +21,9 @@ Sections (--sections, default all):
   rollouts  the vine's rollouts on each backend: decisions of the default mixture's training
          episodes labelled per second with 0 (in the trainer), 1, 2 and 4 worker processes
          (process) or Ray actors (ray, a private local instance; its start-up beside)
+  dagger the lookahead teacher of distill_lookahead.py: training states of the default
+         mixture labelled per second and its rollouts per label (teacher-driven episodes of
+         the reference policy's env settings), with its default options and with tail=list
   overload  a synthetic 50,000-job trace at Philly's arrival rate on crius-sim-1280 (no load
          scaling: FCFS's queue grows to thousands of jobs), fcfs and crius, with the mean cost
          of a decision per bin of waiting jobs (decide_ms_q<N>: N or more jobs waiting)
@@ -44,7 +47,7 @@ from crius_gym.cli import COUNT, add_data_dir_option, add_output_options, run_ma
 from crius_gym.eval.bench import TimedPolicy, isolated, median_of
 from crius_gym.provenance import Provenance
 
-SECTIONS = ("sim", "env", "ppo", "rollouts", "tuner", "scale", "overload")
+SECTIONS = ("sim", "env", "ppo", "rollouts", "dagger", "tuner", "scale", "overload")
 TARGETS = {  # (section, key) -> (comparison, value, source issue)
     ("sim", "crius", "wall_s"): ("<=", 30.0, "issue 5 (issue 3: 60 s)"),
     ("sim", "fcfs", "wall_s"): ("<=", 5.0, "issue 3"),
@@ -247,6 +250,45 @@ def rollout_rate(
     return fn
 
 
+def dagger_rate(scenario: str, episodes: int, **teacher: Any) -> Callable[[], dict[str, Any]]:
+    """The DAgger teacher's labels per second of labelling time, and rollouts per label."""
+
+    def fn() -> dict[str, Any]:
+        import numpy as np
+
+        from crius_gym.env.cluster_env import CriusEnv
+        from crius_gym.env.config import EnvConfig
+        from crius_gym.policies.lookahead_options import LookaheadOptions
+        from crius_gym.rl.agent import GreedyActor
+        from crius_gym.rl.dagger import collect_dagger
+        from crius_gym.rl.saved import load_policy, policy_file, read_metadata
+        from crius_gym.scenarios import load_scenario
+        from crius_gym.scripts.distill_lookahead import TEACHER_DEFAULTS
+
+        init = policy_file("results/reference_policy")
+        cfg = EnvConfig(**dict(read_metadata(init)["env_config"]))
+        env = CriusEnv(load_scenario(scenario), cfg)
+        model, _ = load_policy(init, env)
+        options = LookaheadOptions(**{**TEACHER_DEFAULTS, **teacher})
+        t0 = time.perf_counter()
+        _, stats = collect_dagger(
+            env, GreedyActor(model), options, list(range(episodes)), 1.0, np.random.default_rng(0)
+        )
+        n = stats.labels + stats.unlabelled
+        return {
+            "episodes": stats.episodes,
+            "labels": stats.labels,
+            "episode_s": time.perf_counter() - t0,
+            "label_s": stats.label_s,
+            "labels_per_s": n / stats.label_s if stats.label_s else float("nan"),
+            "ms_per_label": stats.ms_per_label,
+            "rollouts_per_label": stats.rollouts_per_label,
+            "ms_per_rollout": 1000.0 * stats.label_s / stats.rollouts if stats.rollouts else 0.0,
+        }
+
+    return fn
+
+
 def tuner_time(scenario: str) -> Callable[[], dict[str, Any]]:
     def fn() -> dict[str, Any]:
         from crius_gym.scenarios import load_scenario
@@ -389,6 +431,16 @@ def main() -> None:
                         args.repeats,
                     )
                 )
+    if "dagger" in args.sections:
+        print("dagger: the lookahead teacher's labels on the default mixture", flush=True)
+        for case, teacher in (("default teacher", {}), ("teacher, tail=list", {"tail": "list"})):
+            rows.append(
+                measure(
+                    {"section": "dagger", "case": case},
+                    dagger_rate("tiny" if q else "mix", 1 if q else 10, **teacher),
+                    args.repeats,
+                )
+            )
     if "tuner" in args.sections:
         print("tuner: cold tuning of every Arena (model, batch) on crius-sim-1280", flush=True)
         rows.append(

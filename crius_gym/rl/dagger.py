@@ -114,6 +114,7 @@ class LabelStats:
         guide: labels equal to the guide's (Crius's) action.
         teacher_steps: steps that executed the teacher's action (β).
         label_s: wall time spent labelling.
+        rollouts: the teacher's rollouts over all labelled states.
         waiting_max: most jobs waiting at a labelled state.
         running_max: most jobs running at a labelled state.
     """
@@ -125,6 +126,7 @@ class LabelStats:
     guide: int = 0
     teacher_steps: int = 0
     label_s: float = 0.0
+    rollouts: int = 0
     waiting_max: int = 0
     running_max: int = 0
 
@@ -133,6 +135,12 @@ class LabelStats:
         """Mean labelling time per state (ms)."""
         n = self.labels + self.unlabelled
         return 1000.0 * self.label_s / n if n else float("nan")
+
+    @property
+    def rollouts_per_label(self) -> float:
+        """Mean teacher rollouts per state with a choice."""
+        n = self.labels + self.unlabelled
+        return self.rollouts / n if n else float("nan")
 
     def __add__(self, other: LabelStats) -> LabelStats:
         """Two batches of episodes together (counts add, maxima take the larger)."""
@@ -153,6 +161,7 @@ class LabelStats:
             "agree_with_driver": self.agree / n,
             "label_is_crius": self.guide / n,
             "ms_per_label": self.ms_per_label,
+            "rollouts_per_label": self.rollouts_per_label,
         }
 
 
@@ -204,6 +213,7 @@ def collect_dagger(
                 teacher = EnvLookahead(env, options)
                 label = teacher.label()
                 stats.label_s += time.perf_counter() - t
+                stats.rollouts += teacher.stats.rollouts
                 if label is None:
                     stats.unlabelled += 1
                 else:
