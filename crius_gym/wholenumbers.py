@@ -35,7 +35,7 @@ def parse_whole(text: str) -> int:
         raise ValueError(f"{text!r} is not a number") from None
     if not value.is_finite():
         raise ValueError(f"{text!r} is not a finite number")
-    if abs(value) > MAX_WHOLE:
+    if value.copy_abs() > MAX_WHOLE:  # copy_abs: abs() rounds to the context, overflowing 1E1000000
         raise ValueError(f"{text!r} is too large (at most 2**53 = {MAX_WHOLE})")
     if value != value.to_integral_value():
         raise ValueError(f"{text!r} must be an integer")

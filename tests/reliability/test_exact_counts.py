@@ -35,6 +35,9 @@ def test_whole_numbers_are_read_exactly(text: str, value: int) -> None:
     [
         ("9007199254740993", "too large"),
         ("1e400", "too large"),
+        ("1E1000000", "too large"),  # beyond Decimal's exponent range: abs() overflowed
+        ("-1E999999999", "too large"),
+        ("1E-1000000", "must be an integer"),
         ("12.0000000000000001", "must be an integer"),
         ("1.5", "must be an integer"),
         ("nan", "not a finite number"),
