@@ -57,6 +57,8 @@ class EnvLookahead(LookaheadPolicy):
         # so Crius's action here is the one the env offers and vine labels compare against.
         self._guide_plan: list[Action] | None = list(env._guide_plan().actions)
         self.regret = float("nan")  # of the last label: see :meth:`label`
+        #: Rollout cost (job-seconds) of each env action the last label compared, NaN elsewhere.
+        self.costs = np.full(len(self._mask), np.nan, dtype=np.float32)
 
     def _plan(self, base: Policy, work: Simulator) -> list[Action]:
         if self._guide_plan is not None:
@@ -79,6 +81,11 @@ class EnvLookahead(LookaheadPolicy):
     ) -> Action | None:
         # The guide's proposal may be one the env cannot express (then it is not a candidate).
         pick = super()._pick(candidates, costs, proposal if proposal in candidates else None)
+        wait = len(self._mask) - 1
+        for cand, cost in zip(candidates, costs, strict=True):
+            index = wait if cand is None else self._env.action_index(cand)
+            if index is not None and math.isfinite(cost):
+                self.costs[index] = cost
         chosen = costs[candidates.index(pick)]
         others = [
             c - chosen for a, c in zip(candidates, costs, strict=True) if a != pick and c < math.inf
@@ -92,7 +99,9 @@ class EnvLookahead(LookaheadPolicy):
 
         After it, :attr:`regret` is what a wrong choice costs here: the mean over the other
         candidates of their rollout cost above the chosen one's, relative to it (NaN when the
-        teacher compared nothing).
+        teacher compared nothing), and :attr:`costs` holds every compared candidate's rollout
+        cost at its env action index (the soft targets of
+        :func:`~crius_gym.rl.imitation.soft_targets`).
         """
         chosen = self.decide(self._env.sim.snapshot())
         wait = len(self._mask) - 1
@@ -198,10 +207,11 @@ def collect_dagger(
     actions: list[int] = []
     returns: list[float] = []
     regrets: list[float] = []
+    costs: list[np.ndarray] = []
     for seed in episode_seeds:
         t0 = time.perf_counter()
         obs, info = env.reset(seed=int(seed))
-        ep_rows: list[tuple[dict[str, np.ndarray], np.ndarray, int, float]] = []
+        ep_rows: list[tuple[dict[str, np.ndarray], np.ndarray, int, float, np.ndarray]] = []
         ep_label_step: list[int] = []
         rewards: list[float] = []
         while True:
@@ -222,7 +232,7 @@ def collect_dagger(
                     stats.guide += int(label == env.guide_action())
                     stats.waiting_max = max(stats.waiting_max, int(info.get("waiting", 0)))
                     stats.running_max = max(stats.running_max, int(info.get("running", 0)))
-                    ep_rows.append((obs, mask, label, teacher.regret))
+                    ep_rows.append((obs, mask, label, teacher.regret, teacher.costs))
                     ep_label_step.append(len(rewards))
                     if beta > 0 and rng.random() < beta:
                         action = label
@@ -232,12 +242,13 @@ def collect_dagger(
             if term or trunc:
                 break
         rets = discounted_returns(rewards, gamma)
-        for (o, m, a, r), step in zip(ep_rows, ep_label_step, strict=True):
+        for (o, m, a, r, c), step in zip(ep_rows, ep_label_step, strict=True):
             rows.append(o)
             masks.append(m)
             actions.append(a)
             returns.append(rets[step])
             regrets.append(r)
+            costs.append(c)
         stats.episodes += 1
         if log is not None:
             log(
@@ -253,6 +264,7 @@ def collect_dagger(
         stats.episodes,
         stats.unlabelled,
         np.array(regrets, dtype=np.float64),
+        np.array(costs, dtype=np.float32).reshape(len(costs), env.config.num_actions),
     )
     return demos, stats
 
@@ -265,6 +277,7 @@ def save_demonstrations(demos: Demonstrations, path: str | Path) -> None:
         "returns": demos.returns,
         "meta": np.array([demos.episodes, demos.skipped]),
         **({} if demos.regrets is None else {"regrets": demos.regrets}),
+        **({} if demos.costs is None else {"costs": demos.costs}),
         **{f"obs_{k}": v for k, v in demos.obs.items()},
     }
     with atomic_path(path) as tmp:
@@ -280,8 +293,14 @@ def load_demonstrations(path: str | Path) -> Demonstrations:
         regrets = (
             data["regrets"] if "regrets" in data.files else np.full(len(data["actions"]), np.nan)
         )
+        # ... and no candidate costs: NaN rows, which soft targets read as the hard label.
+        costs = (
+            data["costs"]
+            if "costs" in data.files
+            else np.full(data["masks"].shape, np.nan, dtype=np.float32)
+        )
         return Demonstrations(
-            obs, data["masks"], data["actions"], data["returns"], episodes, skipped, regrets
+            obs, data["masks"], data["actions"], data["returns"], episodes, skipped, regrets, costs
         )
 
 
@@ -299,6 +318,12 @@ def pool(parts: Sequence[Demonstrations]) -> Demonstrations:
         sum(p.skipped for p in parts),
         np.concatenate(
             [p.regrets if p.regrets is not None else np.full(len(p), np.nan) for p in parts]
+        ),
+        np.concatenate(
+            [
+                p.costs if p.costs is not None else np.full(p.masks.shape, np.nan, np.float32)
+                for p in parts
+            ]
         ),
     )
 

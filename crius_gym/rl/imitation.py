@@ -45,6 +45,8 @@ class Demonstrations:
         skipped: decisions without a label (inexpressible expert actions).
         regrets: per decision, what a wrong choice costs there (the lookahead teacher's mean
             relative cost of its other candidates above its choice; None: not recorded).
+        costs: per decision and env action, the teacher's rollout cost of that action
+            (job-seconds; NaN where it compared none; None: not recorded).
     """
 
     obs: dict[str, np.ndarray]
@@ -54,6 +56,7 @@ class Demonstrations:
     episodes: int
     skipped: int
     regrets: np.ndarray | None = None
+    costs: np.ndarray | None = None
 
     def subset(self, idx: np.ndarray) -> Demonstrations:
         """The decisions at positions ``idx``."""
@@ -65,6 +68,7 @@ class Demonstrations:
             self.episodes,
             self.skipped,
             None if self.regrets is None else self.regrets[idx],
+            None if self.costs is None else self.costs[idx],
         )
 
     def __len__(self) -> int:
@@ -245,6 +249,72 @@ def regret_weights(regrets: np.ndarray, floor: float = 0.1, cap: float = 10.0) -
     return np.clip(w, floor, cap)
 
 
+def soft_targets(costs: np.ndarray, actions: np.ndarray, temperature: float) -> np.ndarray:
+    """Target distributions over actions from the teacher's rollout costs.
+
+    An action whose rollout costs a fraction ``x`` more than the cheapest gets weight
+    ``exp(-x / temperature)``, so near-ties share the probability that a hard label would give
+    to whichever of them the rollouts' noise put first (AlphaZero trains on visit
+    distributions for the same reason). Decisions where the teacher compared fewer than two
+    actions, or whose cheapest cost is not positive, keep their hard label.
+
+    Args:
+        costs: (N, A) rollout costs, NaN where an action was not compared.
+        actions: (N,) the hard labels.
+        temperature: relative cost difference that divides the weight by e (> 0).
+
+    Returns:
+        (N, A) float32 rows summing to 1.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    n = len(actions)
+    out = np.zeros(costs.shape, dtype=np.float32)
+    out[np.arange(n), actions] = 1.0
+    finite = np.isfinite(costs)
+    best = np.where(finite, costs, np.inf).min(axis=1)
+    soft = (finite.sum(axis=1) >= 2) & (best > 0) & np.isfinite(best)
+    if soft.any():
+        rel = (costs[soft] - best[soft, None]) / best[soft, None]
+        w = np.where(finite[soft], np.exp(-np.nan_to_num(rel, nan=np.inf) / temperature), 0.0)
+        out[soft] = w / w.sum(axis=1, keepdims=True)
+    return out
+
+
+def teacher_regret(
+    model: MaskablePPO, demos: Demonstrations, batch_size: int = 512
+) -> tuple[float, float]:
+    """What the policy's most likely action costs by the teacher's own rollouts.
+
+    Returns:
+        (mean relative cost of the policy's action above the cheapest compared action, over the
+        decisions where the teacher compared it; share of decisions with recorded costs where
+        the policy chose an action the teacher did not compare). NaNs without recorded costs.
+    """
+    if demos.costs is None or len(demos) == 0:
+        return float("nan"), float("nan")
+    policy = model.policy
+    preds = []
+    with torch.no_grad():
+        for start in range(0, len(demos), batch_size):
+            sl = slice(start, start + batch_size)
+            obs = cast(
+                torch.Tensor, obs_as_tensor({k: v[sl] for k, v in demos.obs.items()}, policy.device)
+            )
+            dist = cast(Any, policy.get_distribution(obs, action_masks=demos.masks[sl]))
+            preds.append(dist.distribution.probs.argmax(-1).numpy())
+    pred = np.concatenate(preds)
+    recorded = np.isfinite(demos.costs).any(axis=1)
+    if not recorded.any():
+        return float("nan"), float("nan")
+    costs = demos.costs[recorded]
+    chosen = costs[np.arange(len(costs)), pred[recorded]]
+    best = np.nanmin(costs, axis=1)
+    known = np.isfinite(chosen) & (best > 0)
+    regret = float(np.mean((chosen[known] - best[known]) / best[known])) if known.any() else 0.0
+    return regret, float(np.mean(~np.isfinite(chosen)))
+
+
 def behaviour_clone(
     model: MaskablePPO,
     demos: Demonstrations,
@@ -254,6 +324,7 @@ def behaviour_clone(
     learning_rate: float = 1e-3,
     value_coef: float = 0.5,
     weights: np.ndarray | None = None,
+    targets: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Train the policy on demonstrations (masked cross-entropy + value regression).
 
@@ -263,7 +334,9 @@ def behaviour_clone(
     (0: the actor alone; unscaled returns of long episodes are large enough for the value
     term to swamp the cross-entropy under gradient clipping, and the heads share layers).
     ``weights`` (one per decision, None: all equal) weigh each decision's cross-entropy, e.g.
-    by what a wrong choice costs there (:func:`regret_weights`).
+    by what a wrong choice costs there (:func:`regret_weights`). ``targets`` ((N, A) rows
+    summing to 1, None: the hard labels) replace each label by a distribution over actions
+    (:func:`soft_targets`); the accuracy still counts the hard labels.
 
     Returns:
         Final-epoch mean loss, the accuracy of the argmax action, and the value loss.
@@ -288,6 +361,13 @@ def behaviour_clone(
             values, log_prob, _ = policy.evaluate_actions(obs, acts, action_masks=masks)
             target = torch.as_tensor(demos.returns[idx], device=policy.device)
             value_loss = torch.nn.functional.mse_loss(values.flatten(), target)
+            if targets is not None:
+                # Cross-entropy against the whole target row; masked logits are finite
+                # (MaskableCategorical fills them with -1e8) and their targets are zero.
+                dist = cast(Any, policy.get_distribution(obs, action_masks=masks.numpy()))
+                logp = torch.log_softmax(dist.distribution.logits, dim=-1)
+                goal = torch.as_tensor(targets[idx], dtype=logp.dtype, device=policy.device)
+                log_prob = (goal * logp).sum(dim=-1)
             if weights is None:
                 actor_loss = -log_prob.mean()
             else:

@@ -7,7 +7,8 @@ choice with the lookahead's best action among those the env can express (its rol
 the jobs already arrived: no label reads the episode's future). The labels of all rounds so far
 are pooled, and a network starting from --init's weights is trained on them by masked
 cross-entropy (--epochs passes, Adam at --lr; 10% of the states held out to measure agreement;
-with --weights regret, each label weighed by what a wrong choice costs there).
+with --weights regret, each label weighed by what a wrong choice costs there; with
+--soft-temperature, each label spread over the teacher's candidates by their rollout costs).
 Its bare network (no guide margin, no envelope) is then scored on the first --val-traces
 validation traces of every --val-scenarios scenario (mean over scenarios of the mean JCT ratio
 to Crius); a round is kept when it beats the best kept one (the init counts as round −1) by more
@@ -82,6 +83,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "choice costs there: the teacher's mean relative rollout cost of its other candidates "
         "above its choice, scaled to mean 1 and clipped to [0.1, 10]; labels recorded before "
         "regrets were count as the mean) (default: none)",
+    )
+    p.add_argument(
+        "--soft-temperature",
+        type=NONNEG,
+        default=0.0,
+        help="train on soft targets instead of hard labels: a candidate whose rollout costs a "
+        "fraction x more than the teacher's cheapest gets weight exp(-x / T) (e.g. 0.01: 1%% "
+        "costlier, weight 1/e); labels recorded without costs keep their hard label (default: "
+        "0, hard labels)",
     )
     p.add_argument(
         "--set",
@@ -170,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
         agreement,
         behaviour_clone,
         regret_weights,
+        soft_targets,
+        teacher_regret,
     )
     from crius_gym.rl.saved import load_policy, policy_file, read_metadata, write_metadata
     from crius_gym.scenarios import load_scenario
@@ -185,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = {k: v for k, v in vars(args).items() if k not in ("rounds", "set")}
     if args.weights == "none":
         del settings["weights"]  # as runs from before the option recorded it
+    if not args.soft_temperature:
+        del settings["soft_temperature"]
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
     records: list[dict[str, Any]] = []
     if log_path.is_file():
@@ -303,8 +317,19 @@ def main(argv: list[str] | None = None) -> None:
             learning_rate=args.lr,
             value_coef=0.0,
             weights=weights,
+            targets=(
+                soft_targets(train.costs, train.actions, args.soft_temperature)
+                if args.soft_temperature and train.costs is not None
+                else None
+            ),
         )
         after = agreement(model, held)
+        regret, off_list = teacher_regret(model, held)
+        print(
+            f"round {k}: held-out agreement {after:.3f}, teacher regret of the network's "
+            f"action {regret:.4f} ({off_list:.1%} not compared by the teacher)",
+            flush=True,
+        )
         model.save(rdir / "model.zip")
         write_metadata(
             rdir,
@@ -359,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
             "bc_accuracy": fit["bc_accuracy"],
             "held_out_agreement_before": before,
             "held_out_agreement": after,
+            "held_out_regret": regret,
+            "held_out_not_compared": off_list,
             "per_scenario": per,
             "score": score,
             "kept": kept,
@@ -384,6 +411,7 @@ def main(argv: list[str] | None = None) -> None:
                 "agree_with_driver": lab.get("agree_with_driver"),
                 "ms_per_label": lab.get("ms_per_label"),
                 "held_out_agreement": r.get("held_out_agreement"),
+                "held_out_regret": r.get("held_out_regret"),
                 **{f"jct_ratio_{s}": v for s, v in (r.get("per_scenario") or {}).items()},
                 "score": r["score"],
                 "kept": r["kept"],

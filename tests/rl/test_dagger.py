@@ -107,6 +107,86 @@ def test_teacher_driven_collection_labels_every_choice_and_round_trips(tmp_path:
     assert len(compared) > 0 and (compared >= 0).all()
     assert np.array_equal(back.regrets, demos.regrets, equal_nan=True)
     assert both.regrets is not None and len(both.regrets) == len(both)
+    # Candidate costs: one row per label, finite at the label itself, kept and pooled.
+    assert demos.costs is not None and demos.costs.shape == demos.masks.shape
+    assert np.isfinite(demos.costs[np.arange(len(demos)), demos.actions]).mean() > 0.5
+    assert np.array_equal(back.costs, demos.costs, equal_nan=True)
+    assert both.costs is not None and both.costs.shape == both.masks.shape
+    # A file written before costs were recorded loads with NaN rows (hard labels).
+    old = str(tmp_path / "old.npz")
+    with np.load(path) as data:
+        np.savez(old, **{k: data[k] for k in data.files if k != "costs"})
+    legacy = load_demonstrations(old)
+    assert legacy.costs is not None and np.isnan(legacy.costs).all()
+    assert pool([legacy, demos]).costs.shape == (2 * len(demos), demos.masks.shape[1])
+
+
+def test_soft_targets_weigh_candidates_by_relative_rollout_cost() -> None:
+    from crius_gym.rl.imitation import soft_targets
+
+    nan = np.nan
+    costs = np.array(
+        [
+            [100.0, 101.0, nan, 110.0],  # three compared: exp(0), exp(-1), -, exp(-10)
+            [nan, 50.0, nan, nan],  # one compared: the hard label
+            [nan, nan, nan, nan],  # none recorded: the hard label
+            [0.0, 5.0, nan, nan],  # cheapest not positive: the hard label
+        ]
+    )
+    actions = np.array([0, 1, 2, 3])
+    out = soft_targets(costs, actions, 0.01)
+    w = np.array([1.0, np.exp(-1.0), 0.0, np.exp(-10.0)])
+    assert out[0] == pytest.approx(w / w.sum(), rel=1e-6)
+    assert np.array_equal(out[1:], np.eye(4, dtype=np.float32)[[1, 2, 3]])
+    assert out.sum(axis=1) == pytest.approx(np.ones(4))
+    # A colder temperature moves toward the cheapest: the one-hot of the argmin.
+    assert soft_targets(costs, actions, 1e-6)[0] == pytest.approx([1, 0, 0, 0], abs=1e-6)
+    with pytest.raises(ValueError, match="temperature"):
+        soft_targets(costs, actions, 0.0)
+
+
+def test_one_hot_targets_train_as_the_hard_labels_and_regret_is_measured() -> None:
+    import torch
+
+    from crius_gym.rl.imitation import behaviour_clone, teacher_regret
+
+    env = _env()
+    runs = []
+    for hard in (True, False):
+        model, _ = load_policy(policy_file(REFERENCE), env)
+        if hard:
+            demos, _ = collect_dagger(
+                env,
+                GreedyActor(model),
+                LookaheadOptions(running_jobs=2),
+                [0],
+                1.0,
+                np.random.default_rng(0),
+            )
+        one_hot = np.eye(demos.masks.shape[1], dtype=np.float32)[demos.actions]
+        behaviour_clone(
+            model, demos, epochs=1, learning_rate=1e-3, value_coef=0.0,
+            targets=None if hard else one_hot,
+        )  # fmt: skip
+        runs.append([p.detach().clone() for p in model.policy.parameters()])
+    for a, b in zip(*runs, strict=True):
+        assert (a - b).abs().max() < 1e-4, (a - b).abs().max()
+    # The regret of the network's action, by hand from its argmax and the recorded costs.
+    assert demos.costs is not None
+    regret, not_compared = teacher_regret(model, demos)
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    with torch.no_grad():
+        obs = obs_as_tensor(demos.obs, model.policy.device)
+        dist = model.policy.get_distribution(obs, action_masks=demos.masks)
+        pred = dist.distribution.probs.argmax(-1).numpy()
+    rows = np.isfinite(demos.costs).any(axis=1)
+    chosen = demos.costs[rows][np.arange(rows.sum()), pred[rows]]
+    best = np.nanmin(demos.costs[rows], axis=1)
+    known = np.isfinite(chosen)
+    assert regret == pytest.approx(np.mean((chosen[known] - best[known]) / best[known]))
+    assert not_compared == pytest.approx(np.mean(~known))
+    assert regret >= 0
 
 
 def test_a_labels_regret_is_its_other_candidates_mean_relative_excess() -> None:
@@ -127,7 +207,7 @@ def test_a_labels_regret_is_its_other_candidates_mean_relative_excess() -> None:
                 return out
 
             teacher._costs = spy  # type: ignore[method-assign]
-            teacher.label()
+            label = teacher.label()
             if captured and len(captured[0]) > 1:
                 costs = captured[0]
                 chosen = min(costs)  # no margin: the cheapest candidate is the label
@@ -135,6 +215,10 @@ def test_a_labels_regret_is_its_other_candidates_mean_relative_excess() -> None:
                 others += [0.0] * (len(costs) - 1 - len(others))  # ties with the chosen one
                 expected = sum(others) / len(others) / chosen
                 assert teacher.regret == pytest.approx(expected)
+                # Every compared candidate's cost sits at its env action; the label's is least.
+                recorded = teacher.costs[np.isfinite(teacher.costs)]
+                assert sorted(recorded) == pytest.approx(sorted(c for c in costs if c < np.inf))
+                assert label is not None and teacher.costs[label] == pytest.approx(chosen)
                 seen += 1
         _, _, term, trunc, _ = env.step(env.guide_action())
         if term or trunc:
@@ -176,7 +260,7 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     argv = [
         "--name", "t", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "2",
         "--episodes", "2", "--epochs", "1", "--val-scenarios", "tiny", "--val-traces", "1",
-        "--out", str(tmp_path), "--weights", "regret",
+        "--out", str(tmp_path), "--weights", "regret", "--soft-temperature", "0.05",
     ]  # fmt: skip
     main([*argv[:7], "1", *argv[8:]])  # round 0 only
     folder = tmp_path / "t"
@@ -188,6 +272,7 @@ def test_the_script_runs_rounds_and_resumes_without_relabelling(tmp_path: Path) 
     assert len(table) == 1 + 3  # the initial network, rounds 0 and 1
     assert (folder / "round1" / "model.zip").is_file()
     assert "git" in (folder / "distill.md").read_text()
+    assert "held_out_regret" in (folder / "distill.csv").read_text()
     # The saved round runs as a policy, and so does the best kept one's copy.
     env = _env()
     load_policy(policy_file(folder / "round0"), env)
