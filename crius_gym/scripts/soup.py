@@ -23,8 +23,8 @@ from typing import Any
 
 from crius_gym.cli import NONNEG, NONNEG_INT, run_main
 from crius_gym.provenance import Provenance
+from crius_gym.scripts.distill_lookahead import VAL_SCENARIOS  # the same keep rule's sets
 
-VAL_SCENARIOS = ["hetero-64", "crius-testbed", "crius-sim-1280-crowd"]
 #: Keys of a member's metadata that describe its own training, not the soup.
 _OWN_KEYS = ("distilled", "best_validation", "evaluations", "deployment", "sessions", "warm_start")
 
