@@ -9,7 +9,7 @@ rounds), then, from the best, each next-best is added to the average only if the
 it scores lower by more than --tolerance (Wortsman et al., "Model soups", ICML 2022). With
 --uniform, all are averaged and scored once.
 
-Writes --out (a policy folder: model.zip, metadata.yaml with the members, the scores and this
+Writes --out (a policy folder: best_model.zip, metadata.yaml with the members, the scores and this
 command; run it with ``evaluate.py --policy <out> --guide-margin 0``) and --out/soup.md with the
 scores and the git revision. Resumable: each score is saved in --out/soup.yaml as it is
 measured, and a rerun of the same command reuses it.
@@ -26,7 +26,7 @@ from crius_gym.provenance import Provenance
 from crius_gym.scripts.distill_lookahead import VAL_SCENARIOS  # the same keep rule's sets
 
 #: Keys of a member's metadata that describe its own training, not the soup.
-_OWN_KEYS = ("distilled", "best_validation", "evaluations", "deployment", "sessions", "warm_start")
+_OWN_KEYS = ("distilled", "best_validation", "evaluations", "deployment", "sessions")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     members = [str(m) for m in args.policy]
     meta = read_metadata(policy_file(members[0]))
-    env = CriusEnv(load_scenario(args.val_scenarios[0]), EnvConfig(**dict(meta["env_config"])))
+    # The members' training scenario, so the soup's metadata says what it was trained on.
+    scenario = load_scenario(str(meta.get("scenario") or args.val_scenarios[0]))
+    env = CriusEnv(scenario, EnvConfig(**dict(meta["env_config"])))
     cache_path = out / "soup.yaml"
     settings = {"val_scenarios": list(args.val_scenarios), "val_traces": args.val_traces}
     cache: dict[str, Any] = {}
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def write(model: Any, folder: Path, soup: list[str], extra: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        model.save(folder / "model.zip")
+        # best_model.zip: the file a policy folder is run by (its label is the folder's name).
+        model.save(folder / "best_model.zip")
         own = {k: v for k, v in meta.items() if k not in _OWN_KEYS}
         for key in ("env_id", "env_namespace", "env_version", "scenario", "env_config", "spaces"):
             own.pop(key, None)  # written by write_metadata from the env

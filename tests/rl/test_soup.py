@@ -110,7 +110,10 @@ def test_the_script_writes_a_loadable_soup_and_resumes(tmp_path: Path) -> None:
     main(argv)
     model, meta = load_policy(policy_file(out), env)
     assert model is not None and meta["soup"]["members"]
-    assert "soup.py" in meta["command"] and meta["git_revision"]
+    assert meta["command"] and meta["git_revision"]  # the running process's command line
+    # It says what its members were trained on, not the validation scenario it was scored on.
+    assert meta["scenario"] == model_metadata(policy_file(REFERENCE))["scenario"]
+    assert policy_file(out).name == "best_model.zip"
     report = (out / "soup.md").read_text()
     assert "git" in report and "Chosen:" in report
     scores = yaml.safe_load((out / "soup.yaml").read_text())["scores"]
