@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crius_gym.atomic import fresh_run_dir
 from crius_gym.errors import CriusGymError
@@ -34,6 +35,23 @@ def existing_path(value: str) -> str:
     if not Path(value).exists():
         raise argparse.ArgumentTypeError(f"no such file or folder: {value}")
     return value
+
+
+def key_values(items: Sequence[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items of a repeatable option as a dict, each VALUE read as YAML.
+
+    Raises:
+        SystemExit: an item without ``=`` or without a key, naming ``option`` and the item.
+    """
+    from crius_gym.yamlfile import load_yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not key or not sep:
+            raise SystemExit(f"{option} {item!r}: expected KEY=VALUE")
+        out[key] = load_yaml(value, f"{option} {item!r}")
+    return out
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from crius_gym.atomic import atomic_path
-from crius_gym.cli import COUNT, NONNEG_INT
+from crius_gym.cli import COUNT, NONNEG_INT, key_values
 from crius_gym.policies.lookahead import LookaheadOptions, LookaheadPolicy
 from crius_gym.policies.registry import make_policy
 from crius_gym.provenance import Provenance
@@ -38,7 +38,6 @@ from crius_gym.sim.actions import Action
 from crius_gym.sim.policy import Policy
 from crius_gym.sim.simulator import Simulator
 from crius_gym.stats import mean_ci
-from crius_gym.yamlfile import load_yaml
 
 
 class TimedLookahead(LookaheadPolicy):
@@ -85,16 +84,6 @@ class TimedLookahead(LookaheadPolicy):
                 self.gain_s += full[0] - full[best]
             self.audit_s += time.perf_counter() - t0
         return costs
-
-
-def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        if not key or not _:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        out[key] = load_yaml(value, f"--set {item!r}")
-    return out
 
 
 def _traces(scenario: Any, which: str, max_traces: int | None, max_jobs: int | None) -> list[Any]:
@@ -195,11 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     report, table = out / "lookahead.md", out / "lookahead.csv"
     if not args.force and (report.exists() or table.exists()):
         p.error(f"{report} exists (use --force to replace it)")
-    common = _parse_set(args.set)
+    common = key_values(args.set, "--set")
     per: dict[str, dict[str, Any]] = {}
     for item in args.scenario_set:
         name, _, kv = item.partition(":")
-        per.setdefault(name, {}).update(_parse_set([kv]))
+        per.setdefault(name, {}).update(key_values([kv], "--set"))
     if len(args.traces) not in (1, len(args.scenario)):
         p.error("--traces takes one value, or one per --scenario")
     which = dict(zip(args.scenario, args.traces * len(args.scenario), strict=False))

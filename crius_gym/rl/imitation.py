@@ -146,21 +146,24 @@ def collect_demonstrations(
 
 def agreement(model: MaskablePPO, demos: Demonstrations, batch_size: int = 512) -> float:
     """Share of the demonstrations where the policy's most likely action is the expert's."""
-    policy = model.policy
-    n = len(demos)
-    if n == 0:
+    if len(demos) == 0:
         return float("nan")
-    hits = 0
+    return float(np.mean(greedy_actions(model, demos, batch_size) == demos.actions))
+
+
+def greedy_actions(model: MaskablePPO, demos: Demonstrations, batch_size: int = 512) -> np.ndarray:
+    """The policy's most likely (masked) action at each demonstrated decision."""
+    policy = model.policy
+    preds = [np.zeros(0, dtype=np.int64)]
     with torch.no_grad():
-        for start in range(0, n, batch_size):
+        for start in range(0, len(demos), batch_size):
             sl = slice(start, start + batch_size)
             obs = cast(
                 torch.Tensor, obs_as_tensor({k: v[sl] for k, v in demos.obs.items()}, policy.device)
             )
             dist = cast(Any, policy.get_distribution(obs, action_masks=demos.masks[sl]))
-            pred = dist.distribution.probs.argmax(-1).numpy()
-            hits += int((pred == demos.actions[sl]).sum())
-    return hits / n
+            preds.append(dist.distribution.probs.argmax(-1).numpy())
+    return np.concatenate(preds)
 
 
 def pretrain_critic(
@@ -293,17 +296,7 @@ def teacher_regret(
     """
     if demos.costs is None or len(demos) == 0:
         return float("nan"), float("nan")
-    policy = model.policy
-    preds = []
-    with torch.no_grad():
-        for start in range(0, len(demos), batch_size):
-            sl = slice(start, start + batch_size)
-            obs = cast(
-                torch.Tensor, obs_as_tensor({k: v[sl] for k, v in demos.obs.items()}, policy.device)
-            )
-            dist = cast(Any, policy.get_distribution(obs, action_masks=demos.masks[sl]))
-            preds.append(dist.distribution.probs.argmax(-1).numpy())
-    pred = np.concatenate(preds)
+    pred = greedy_actions(model, demos, batch_size)
     recorded = np.isfinite(demos.costs).any(axis=1)
     if not recorded.any():
         return float("nan"), float("nan")

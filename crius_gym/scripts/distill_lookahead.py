@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from crius_gym.cli import COUNT, NONNEG, NONNEG_INT, POSITIVE, SEED, Number, run_main
+from crius_gym.cli import COUNT, NONNEG, NONNEG_INT, POSITIVE, SEED, Number, key_values, run_main
 from crius_gym.provenance import Provenance
 
 VAL_SCENARIOS = ["hetero-64", "crius-testbed", "crius-sim-1280-crowd"]
@@ -141,14 +141,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _teacher_options(items: list[str]) -> Any:
     from crius_gym.policies.lookahead import LookaheadOptions
-    from crius_gym.yamlfile import load_yaml
 
-    opts: dict[str, Any] = dict(TEACHER_DEFAULTS)
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        opts[key] = load_yaml(value, f"--set {item!r}")
+    opts: dict[str, Any] = {**TEACHER_DEFAULTS, **key_values(items, "--set")}
     try:
         return LookaheadOptions(**opts)
     except TypeError as exc:
@@ -450,17 +444,11 @@ def _start_model(init: Path, env: Any, changes: list[str], seed: int) -> Any:
     from sb3_contrib import MaskablePPO
 
     from crius_gym.rl.saved import load_policy
-    from crius_gym.yamlfile import load_yaml
 
     model, _ = load_policy(init, env)
     if not changes:
         return model
-    kwargs = dict(model.policy_kwargs)
-    for item in changes:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--policy-kwargs {item!r}: expected KEY=VALUE")
-        kwargs[key] = load_yaml(value, f"--policy-kwargs {item!r}")
+    kwargs = {**model.policy_kwargs, **key_values(changes, "--policy-kwargs")}
     try:
         fresh = MaskablePPO(type(model.policy), env, policy_kwargs=kwargs, device="cpu", seed=seed)
     except TypeError as exc:

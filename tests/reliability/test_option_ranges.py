@@ -158,3 +158,16 @@ def test_train_ppo_names_the_option_and_the_range(tmp_path):
     assert done.returncode == 2
     assert "argument --seed: '-1' is not an integer >= 0 and <= 4294967295" in done.stderr
     assert not any(Path(tmp_path).iterdir())
+
+
+def test_key_values_read_yaml_values_and_name_the_option_on_a_bad_item() -> None:
+    from crius_gym.cli import key_values
+
+    assert key_values(["a=1", "b=true", "c=x y", "a=2.5"], "--set") == {
+        "a": 2.5,
+        "b": True,
+        "c": "x y",
+    }
+    for bad in ("nokey", "=1"):
+        with pytest.raises(SystemExit, match=r"--policy-kwargs .*expected KEY=VALUE"):
+            key_values([bad], "--policy-kwargs")

@@ -47,6 +47,12 @@ def _guided_labels(env: CriusEnv, trace: object, options: LookaheadOptions, unti
     return out
 
 
+def _one_teacher_episode(env: CriusEnv, model: object):
+    """The labelled states of one teacher-driven episode (seed 0)."""
+    options = LookaheadOptions(running_jobs=2)
+    return collect_dagger(env, GreedyActor(model), options, [0], 1.0, np.random.default_rng(0))[0]
+
+
 def test_with_no_alternatives_the_label_is_the_guides_action() -> None:
     env = _env()
     trace = env.scenario.own_trace(None, env.tuner)
@@ -155,14 +161,7 @@ def test_one_hot_targets_train_as_the_hard_labels_and_regret_is_measured() -> No
     for hard in (True, False):
         model, _ = load_policy(policy_file(REFERENCE), env)
         if hard:
-            demos, _ = collect_dagger(
-                env,
-                GreedyActor(model),
-                LookaheadOptions(running_jobs=2),
-                [0],
-                1.0,
-                np.random.default_rng(0),
-            )
+            demos = _one_teacher_episode(env, model)
         one_hot = np.eye(demos.masks.shape[1], dtype=np.float32)[demos.actions]
         behaviour_clone(
             model, demos, epochs=1, learning_rate=1e-3, value_coef=0.0,
@@ -331,14 +330,7 @@ def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> No
 
     env = _env()
     model, _ = load_policy(policy_file(REFERENCE), env)
-    demos, _ = collect_dagger(
-        env,
-        GreedyActor(model),
-        LookaheadOptions(running_jobs=2),
-        [0],
-        1.0,
-        np.random.default_rng(0),
-    )
+    demos = _one_teacher_episode(env, model)
     value_head = [p.detach().clone() for p in model.policy.value_net.parameters()]
     everything = [p.detach().clone() for p in model.policy.parameters()]
     before = agreement(model, demos)
