@@ -82,6 +82,41 @@ def agent_name(path: Path) -> str:
     return f"ppo:{run_dir.name}" + ("" if path.stem == "best_model" else f"/{path.stem}")
 
 
+def _origin(meta: dict[str, Any]) -> str:
+    """How a saved policy was made: PPO training, DAgger distillation or a weight soup.
+
+    Distilled networks and soups carry their init's training keys (timesteps, TensorBoard
+    log) in their metadata; naming those as their own training would misstate them.
+    """
+    if "distilled" in meta:
+        d = meta["distilled"] or {}
+        return (
+            f"distilled from the lookahead by DAgger (round {d.get('round')}, "
+            f"{d.get('labels')} pooled labels, from `{d.get('init')}`) on {meta.get('scenario')}"
+        )
+    if "soup" in meta:
+        members = (meta["soup"] or {}).get("members") or []
+        return (
+            f"a weight average (model soup) of {len(members)} networks "
+            f"({', '.join(f'`{m}`' for m in members)}) trained on {meta.get('scenario')}"
+        )
+    return (
+        f"trained on {meta.get('scenario')} for {meta.get('timesteps')} timesteps "
+        f"({meta.get('policy')} network, warm start {'yes' if meta.get('warm_start') else 'no'})"
+    )
+
+
+def _own_tensorboard(meta: dict[str, Any]) -> str | None:
+    """The policy's own TensorBoard log, None for distilled networks and soups.
+
+    Theirs is their init's, whose PPO curve is not how they were made.
+    """
+    if "distilled" in meta or "soup" in meta:
+        return None
+    tb = meta.get("tensorboard")
+    return str(tb) if tb else None
+
+
 def _selection(path: Path) -> str:
     """How the model was selected: its validation score beside the test results below."""
     if path.stem != "best_model":
@@ -352,9 +387,7 @@ def run(args: argparse.Namespace) -> None:
         path = policy_file(spec)
         meta = model_metadata(path, plain_env_id(args))
         sections.append(
-            f"- `{agent_name(path)}`: `{path}`, trained on {meta.get('scenario')} for "
-            f"{meta.get('timesteps')} timesteps ({meta.get('policy')} network, warm start "
-            f"{'yes' if meta.get('warm_start') else 'no'}) by `{meta.get('command')}` "
+            f"- `{agent_name(path)}`: `{path}`, {_origin(meta)} by `{meta.get('command')}` "
             f"(git {meta.get('git_revision')})." + _selection(path) + _deployment(meta)
         )
     sections.append("")
@@ -370,7 +403,7 @@ def run(args: argparse.Namespace) -> None:
     for spec in args.policy:
         path = policy_file(spec)
         meta = model_metadata(path, plain_env_id(args))
-        tb = meta.get("tensorboard")
+        tb = _own_tensorboard(meta)
         if tb and Path(tb).is_dir():
             curves[agent_name(path)] = read_scalars(tb)
     if curves:
