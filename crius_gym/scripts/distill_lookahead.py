@@ -113,6 +113,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "start fresh, the residual at zero, so it starts as the guide (default: none)",
     )
     p.add_argument(
+        "--env-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change an env setting of --init (EnvConfig field; repeatable), e.g. "
+        "cells_per_job=12 to show the teacher's moves: the rowwise network's weights do not "
+        "depend on the counts of rows, so the init's are carried over to a network for the "
+        "new spaces (saved as <run>/init, round -1) (default: none)",
+    )
+    p.add_argument(
         "--val-scenarios",
         nargs="+",
         default=VAL_SCENARIOS,
@@ -193,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
         del settings["weights"]  # as runs from before the option recorded it
     if not args.soft_temperature:
         del settings["soft_temperature"]
+    if not args.env_set:
+        del settings["env_set"]  # as runs from before the option recorded it
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
     records: list[dict[str, Any]] = []
     if log_path.is_file():
@@ -212,8 +224,14 @@ def main(argv: list[str] | None = None) -> None:
 
     init = policy_file(args.init)
     meta = read_metadata(init)
-    cfg = EnvConfig(**dict(meta["env_config"]))
+    try:
+        cfg = EnvConfig(**{**dict(meta["env_config"]), **key_values(args.env_set, "--env-set")})
+    except TypeError as exc:
+        raise SystemExit(f"--env-set: {exc}") from None
     env = CriusEnv(load_scenario(args.scenario), cfg)
+    if args.env_set:
+        init = _transfer_init(init, meta, env, folder / "init", prov)
+        meta = read_metadata(init)
     torch.manual_seed(args.seed)
 
     best_path: Path = init
@@ -432,6 +450,52 @@ def main(argv: list[str] | None = None) -> None:
     ]
     atomic_write_text(folder / "distill.md", "\n".join(md))
     print(f"wrote {folder / 'distill.md'}", flush=True)
+
+
+def _transfer_init(init: Path, meta: dict[str, Any], env: Any, folder: Path, prov: Any) -> Path:
+    """The init's weights in a network for ``env``'s spaces (another count of rows or Cells).
+
+    Written once to ``folder`` (a policy folder) and reused when the run resumes.
+
+    Raises:
+        SystemExit: naming the init when its weights do not fit the new network.
+    """
+    from sb3_contrib import MaskablePPO
+
+    from crius_gym.env.cluster_env import CriusEnv
+    from crius_gym.env.config import EnvConfig
+    from crius_gym.rl.saved import load_policy, policy_file, write_metadata
+
+    target = folder / "best_model.zip"
+    if target.is_file():
+        return policy_file(folder)
+    old_env = CriusEnv(env.scenario, EnvConfig(**dict(meta["env_config"])))
+    model, _ = load_policy(init, old_env)
+    fresh = MaskablePPO(
+        type(model.policy), env, policy_kwargs=model.policy_kwargs, device="cpu", seed=0
+    )
+    try:
+        fresh.policy.load_state_dict(model.policy.state_dict(), strict=True)
+    except RuntimeError as exc:
+        raise SystemExit(f"--env-set: {init}'s weights do not fit the new spaces: {exc}") from None
+    folder.mkdir(parents=True, exist_ok=True)
+    fresh.save(target)
+    keep = {
+        k: v
+        for k, v in meta.items()
+        if k not in ("env_id", "env_namespace", "env_version", "scenario", "env_config", "spaces")
+    }
+    write_metadata(
+        folder,
+        env,
+        {
+            **keep,
+            "transferred": {"from": str(init), "command": prov.command},
+            "in_progress": False,
+            "interrupted": False,
+        },
+    )
+    return target
 
 
 def _start_model(init: Path, env: Any, changes: list[str], seed: int) -> Any:

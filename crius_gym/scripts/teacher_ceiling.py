@@ -62,6 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: results/reference_policy)",
     )
     p.add_argument(
+        "--env-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override an env setting of --env-from (EnvConfig field; repeatable), e.g. "
+        "cells_per_job=12: what a larger action space would let the teacher express",
+    )
+    p.add_argument(
         "--free",
         action="store_true",
         help="also run the same lookahead through the simulator, free of the env",
@@ -98,7 +106,10 @@ def main(argv: list[str] | None = None) -> None:
     except TypeError as exc:
         raise SystemExit(f"--set: {exc}") from None
     meta = read_metadata(policy_file(args.env_from))
-    cfg = EnvConfig(**dict(meta["env_config"]))
+    try:
+        cfg = EnvConfig(**{**dict(meta["env_config"]), **key_values(args.env_set, "--env-set")})
+    except TypeError as exc:
+        raise SystemExit(f"--env-set: {exc}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []

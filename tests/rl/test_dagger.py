@@ -340,3 +340,35 @@ def test_distillation_without_the_value_term_leaves_the_value_head_alone() -> No
     assert all(torch.equal(a, b) for a, b in zip(value_head, after_value, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(everything, after_all, strict=True))
     assert agreement(model, demos) >= before  # it fits its own labels at least as well
+
+
+def test_env_set_carries_the_inits_weights_to_a_network_for_the_new_spaces(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    from crius_gym.scripts.distill_lookahead import main
+
+    argv = [
+        "--name", "c", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "1",
+        "--episodes", "1", "--epochs", "1", "--val-traces", "0", "--out", str(tmp_path),
+        "--env-set", "cells_per_job=9",
+    ]  # fmt: skip
+    main(argv)
+    env = CriusEnv(
+        load_scenario("tiny"),
+        dataclasses.replace(
+            EnvConfig(**model_metadata(policy_file(REFERENCE))["env_config"]), cells_per_job=9
+        ),
+    )
+    moved, _ = load_policy(policy_file(tmp_path / "c" / "init"), env)
+    ref, _ = load_policy(policy_file(REFERENCE), _env())
+    for (name, a), b in zip(
+        ref.policy.state_dict().items(), moved.policy.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    assert (
+        model_metadata(policy_file(tmp_path / "c" / "round0"))["env_config"]["cells_per_job"] == 9
+    )
+    with pytest.raises(SystemExit, match="--env-set"):
+        main([*argv[:-2], "--env-set", "no_such_setting=1", "--name", "d"])
