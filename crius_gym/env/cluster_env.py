@@ -25,6 +25,7 @@ from crius_gym.env.decision import (
 )
 from crius_gym.env.features import ObservationEncoder
 from crius_gym.env.guide import Guide, GuidePlan
+from crius_gym.env.instant import InstantChanges
 from crius_gym.env.reference import JobsInSystemIntegral
 from crius_gym.env.render import render_cluster
 from crius_gym.env.reset_options import checked_reset_options
@@ -187,8 +188,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self._pending_reward = 0.0
         self._done_at_reset = False
         self._last_result: RunResult | None = None
-        self._acted: set[int] = set()
-        self._acted_at = -1.0
+        self._changes = InstantChanges(self.config.changes_per_instant)
         self.guide = Guide(self.config.guide) if self.config.guide else None
         self._guide_stats = {"proposals": 0, "followed": 0, "dropped": 0, "stalls": 0}
         self._baseline: JobsInSystemIntegral | None = None
@@ -283,13 +283,13 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     def _start_instant(self) -> None:
         """Forget the jobs acted on once time has moved (one change per job per instant)."""
-        if self.sim.now_s != self._acted_at:
-            self._acted_at, self._acted = self.sim.now_s, set()
+        self._changes.start(self.sim.now_s)
 
     def _held(self) -> list[int]:
         """Waiting jobs changed at this instant (preempted now): no start until time moves."""
         recs = self.sim.records
-        return [i for i in self._acted if recs[i].status is JobStatus.WAITING]
+        blocked = self._changes.blocked()
+        return [i for i in blocked if recs[i].status is JobStatus.WAITING]
 
     def _guide_plan(self) -> GuidePlan:
         """The guide's plan now, its rejections applied (jobs it can never run: not a choice)."""
@@ -302,7 +302,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     def _build_state(self) -> DecisionState:
         self._start_instant()
-        acted = frozenset(self._acted)
+        acted = self._changes.blocked()
         guide = self.guide
         if guide is None:
             return build_decision_state(self.sim, self.config, self.selector, acted)
@@ -455,14 +455,14 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             self._start_instant()
             plan = self._guide_plan()
             if plan.next is not None:
-                taken = express_next(sim, cfg, self.selector, self._acted, plan)
+                taken = express_next(sim, cfg, self.selector, self._changes.blocked(), plan)
                 if taken is None:  # not an env action now: the env skips it
                     guide.drop_next()
                     continue
                 i = plan.order[0]
                 guide.followed(taken)
                 sim.apply([taken])
-                self._acted.add(i)
+                self._changes.add(i)
                 continue
             if not sim.has_future_events:
                 state = self._build_state()
@@ -483,8 +483,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     #: Episode fields a rollout needs besides the simulator and the guide.
     _ROLLOUT_FIELDS = (
-        "_acted",
-        "_acted_at",
+        "_changes",
         "_decisions",
         "_decisions_now",
         "_guide_stats",
@@ -565,7 +564,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         self.sim = sim
         self.encoder = self.encoder.for_simulator(sim)
         self._trace = None
-        self._acted, self._acted_at = set(), -1.0
+        self._changes.reset()
         self._decisions_now = 0
         self._pending_reward = self._episode_reward = 0.0
         self._done_at_reset = False
@@ -597,7 +596,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 shared[id(obj)] = obj
         env.guide = copy.copy(self.guide)
         env.guide.policy = copy.deepcopy(policy, shared)
-        env._acted = set(self._acted)
+        env._changes = self._changes.copy()
         env._guide_stats = dict(self._guide_stats)
         env._baseline = None
         env._headless = True
@@ -662,7 +661,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             trace = sc.synthetic_trace("train", index, num_jobs=warmup + jobs, tuner=self.tuner)
         self._trace = trace
         self.sim.reset(trace)
-        self._acted, self._acted_at = set(), -1.0
+        self._changes.reset()
         if self.guide is not None:
             self.guide.reset(self.sim.cluster, self.tuner, self.sim)
             self._guide_stats = dict.fromkeys(self._guide_stats, 0)
@@ -762,7 +761,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 self.guide.followed(sim_action)
             if sim_action is not None:
                 self.sim.apply([sim_action])
-                self._acted.add(self._job_index(sim_action.job_id))
+                self._changes.add(self._job_index(sim_action.job_id))
                 self._decisions_now += 1
                 r, terminated = self._next_decision(fresh=True)
                 reward += r
@@ -859,7 +858,7 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         Time does not move; the decision state is rebuilt.
         """
         self.sim.apply(actions)
-        self._acted.update(self._job_index(a.job_id) for a in actions)
+        self._changes.update(self._job_index(a.job_id) for a in actions)
         if self.guide is not None:
             self.guide.invalidate()
         self._state = self._build_state()

@@ -91,7 +91,7 @@ class AgentPolicy:
             guide.policy = copy.deepcopy(env.guide.policy, memo)
             guide._ids = dict(env.guide._ids)
             other._env.guide = guide
-        other._env._acted = set(env._acted)
+        other._env._changes = env._changes.copy()
         return other
 
     def reset(self, ctx: PolicyContext) -> None:

@@ -136,7 +136,7 @@ def test_express_next_agrees_with_the_full_decision_state():
         for _ in range(150):
             sim, cfg, guide = env.sim, env.config, env.guide
             assert guide is not None
-            acted = frozenset(env._acted)
+            acted = env._changes.blocked()
             actions = guide.plan(sim).actions
             suffixes = [actions[k:] for k in range(len(actions))]
             # Proposals the guide does not make: a move to the Cell a job is on, a preemption,
