@@ -21,12 +21,14 @@ date and git revision.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
 from crius_gym.cli import COUNT
 from crius_gym.provenance import Provenance
 from crius_gym.scripts.distill_lookahead import TEACHER_DEFAULTS
+from crius_gym.stats import mean_ci
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -182,15 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     ]
 
     def ci(x: np.ndarray) -> str:
-        from scipy import stats
-
-        x = x[np.isfinite(x)]
-        if len(x) == 0:
+        mean, half = mean_ci(x.tolist())
+        if math.isnan(mean):
             return "—"
-        if len(x) < 2:
-            return f"{x.mean():.3f}"
-        half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-        return f"{x.mean():.3f} ± {half:.3f}"
+        return f"{mean:.3f}" if math.isnan(half) else f"{mean:.3f} ± {half:.3f}"
 
     for name, g in df.groupby("scenario", sort=False):
         lines.append(
