@@ -302,19 +302,19 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
 
     def _build_state(self) -> DecisionState:
         self._start_instant()
-        acted = self._changes.blocked()
+        acted, back = self._changes.blocked(), self._changes.origins()
         guide = self.guide
         if guide is None:
-            return build_decision_state(self.sim, self.config, self.selector, acted)
+            return build_decision_state(self.sim, self.config, self.selector, acted, None, back)
         while True:
             plan = self._guide_plan()
             # Whether the proposal is one of the env's actions now, asked of its job alone
             # (express_next equals looking it up in the full state, which is built once).
             if (
                 plan.next is None
-                or express_next(self.sim, self.config, self.selector, acted, plan) is not None
+                or express_next(self.sim, self.config, self.selector, acted, plan, back) is not None
             ):
-                return build_decision_state(self.sim, self.config, self.selector, acted, plan)
+                return build_decision_state(self.sim, self.config, self.selector, acted, plan, back)
             # Not one of the env's actions now (a job or Cell outside what is shown): skip it.
             guide.drop_next()
             self._guide_stats["dropped"] += 1
@@ -455,14 +455,17 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
             self._start_instant()
             plan = self._guide_plan()
             if plan.next is not None:
-                taken = express_next(sim, cfg, self.selector, self._changes.blocked(), plan)
+                changes = self._changes
+                taken = express_next(
+                    sim, cfg, self.selector, changes.blocked(), plan, changes.origins()
+                )
                 if taken is None:  # not an env action now: the env skips it
                     guide.drop_next()
                     continue
                 i = plan.order[0]
                 guide.followed(taken)
+                changes.add(i, sim.records[i].cell)
                 sim.apply([taken])
-                self._changes.add(i)
                 continue
             if not sim.has_future_events:
                 state = self._build_state()
@@ -760,8 +763,9 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
                 )
                 self.guide.followed(sim_action)
             if sim_action is not None:
+                i = self._job_index(sim_action.job_id)
+                self._changes.add(i, self.sim.records[i].cell)
                 self.sim.apply([sim_action])
-                self._changes.add(self._job_index(sim_action.job_id))
                 self._decisions_now += 1
                 r, terminated = self._next_decision(fresh=True)
                 reward += r
@@ -857,8 +861,10 @@ class CriusEnv(gym.Env[dict[str, np.ndarray], int]):
         Used by drivers that run a rule-based policy through the env (parity tests, imitation).
         Time does not move; the decision state is rebuilt.
         """
+        recs = self.sim.records
+        changed = [(i, recs[i].cell) for i in (self._job_index(a.job_id) for a in actions)]
         self.sim.apply(actions)
-        self._changes.update(self._job_index(a.job_id) for a in actions)
+        self._changes.update(changed)
         if self.guide is not None:
             self.guide.invalidate()
         self._state = self._build_state()

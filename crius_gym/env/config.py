@@ -38,7 +38,8 @@ class EnvConfig:
             rest of the instant is known), which the lookahead scheduler does at about 45% of
             the states where its choice is no env action under 1 (docs/rl.md, "What the
             labels can reach"). The count bounds the changes of one instant, so no policy can
-            change a job forever without time moving.
+            change a job forever without time moving; a later change never puts a job back on
+            the Cell it held when the instant began (:mod:`crius_gym.env.instant`).
         reward: ``jct`` (−jobs in system × Δt / scale; sums to −ΣJCT/scale) or ``throughput``
             (Σ normalised progress of jobs: each job contributes its completed fraction).
         reward_scale_s: seconds per unit of the JCT reward (None: 10 × the scenario's mean

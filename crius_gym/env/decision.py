@@ -16,6 +16,7 @@ The running-job block exists only when ``EnvConfig.reconfigure`` is on (R·(C+1)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -333,10 +334,15 @@ def build_decision_state(
     selector: CellSelector,
     acted: frozenset[int] = frozenset(),
     plan: GuidePlan | None = None,
+    origins: Mapping[int, Cell] | None = None,
 ) -> DecisionState:
     """The decision state of the simulator now.
 
     ``plan``: the guide's remaining plan; its jobs are shown, and the Cells it plans for them.
+
+    ``origins``: jobs changed at this instant that may change again (``changes_per_instant``
+    above 1), with the Cell each held when the instant began: no action puts a job back there
+    (it would undo the first change and pay its restore twice).
 
     ``acted``: trace indices of jobs already started, moved or preempted at this instant; they
     get no further action until time moves (one change per job per instant, as in Crius —
@@ -353,6 +359,11 @@ def build_decision_state(
         none if window[i].index in acted else index.fits_all(cands)  # changed at this instant:
         for i, cands in enumerate(arrays)  # no restart until time moves
     ]
+    if origins:  # a job preempted at this instant does not restart where it was
+        for i, cands in enumerate(arrays):
+            back = origins.get(window[i].index)
+            if back is not None and (j := cands.slot_of.get(back)) is not None:
+                fit_rows[i] = [*fit_rows[i][:j], False, *fit_rows[i][j + 1 :]]
     fit_rows += [none] * (k - len(fit_rows))
     running: list[JobRecord] = []
     run_cells: list[tuple[CellEstimate, ...]] = []
@@ -379,6 +390,9 @@ def build_decision_state(
             current = cands.slot_of.get(rec.cell)
             if current is not None:  # moving to the Cell it is on is no move
                 valid[current] = False
+            back = origins.get(i) if origins else None
+            if back is not None and (j := cands.slot_of.get(back)) is not None:
+                valid[j] = False  # nor back to where the instant found it
             valid.append(someone_waits)
             run_rows.append(valid)
     run_rows += [[False] * (c + 1)] * (r - len(run_rows))
@@ -414,6 +428,7 @@ def express_next(
     selector: CellSelector,
     acted: frozenset[int] | set[int],
     plan: GuidePlan,
+    origins: Mapping[int, Cell] | None = None,
 ) -> Action | None:
     """The plan's next action as the env would take it now, or None where no env action can.
 
@@ -444,6 +459,8 @@ def express_next(
         ce = next((ce for ce in cells if ce.cell == action.cell), None)
         if ce is None or not sim.allocator.can_place(ce.cell):
             return None
+        if origins and origins.get(i) == ce.cell:  # restarting where it was preempted now
+            return None
         return Start(action.job_id, ce.cell, None, cfg.tuning)
     if not cfg.reconfigure or not isinstance(action, Preempt | Reconfigure):
         return None
@@ -459,6 +476,8 @@ def express_next(
     )
     ce = next((ce for ce in cells if ce.cell == action.cell), None)
     if ce is None or ce.cell == rec.cell:  # moving to the Cell it is on is no move
+        return None
+    if origins and origins.get(i) == ce.cell:  # back to where the instant found it
         return None
     if not sim.allocator.fits_after_release(ce.cell, rec.placement):
         return None

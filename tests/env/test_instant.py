@@ -69,3 +69,49 @@ def test_one_change_per_instant_blocks_a_changed_job_and_two_let_it_move_once_mo
     _, offered2 = _changed_job_rows_with_a_choice(2, seed=0)
     assert shown1 > 0 and offered1 == 0  # env v4's rule
     assert offered2 > 0  # a job started or moved now may move again before time passes
+
+
+def test_the_origin_is_the_cell_held_when_the_instant_began_until_the_job_is_blocked() -> None:
+    from crius_gym.perf.cell import Cell
+    from crius_gym.perf.plan import Layout
+
+    a, b = Cell("a100-40gb", Layout(1, 4), 1), Cell("a40", Layout(1, 2), 1)
+    ch = InstantChanges(limit=3)
+    ch.start(5.0)
+    ch.add(1, a)  # moved off a
+    ch.add(1, b)  # moved again: its origin stays a
+    ch.add(2, None)  # started from the queue: no origin
+    assert ch.origins() == {1: a}
+    assert ch.copy().origins() == {1: a}
+    ch.add(1, a)
+    assert ch.origins() == {}  # blocked: nothing more to mask
+    ch.start(6.0)
+    ch.add(1, b)
+    assert ch.origins() == {1: b}
+
+
+def test_a_second_change_never_puts_a_job_back_where_the_instant_found_it() -> None:
+    env = CriusEnv(load_scenario("tiny"), EnvConfig(changes_per_instant=2))
+    rng = np.random.default_rng(3)
+    env.reset(seed=3)
+    seen = 0
+    while True:
+        st = env._state
+        assert st is not None
+        back = env._changes.origins()
+        for r, rec in enumerate(st.running):
+            if rec.index in back:
+                seen += 1
+                for j, ce in enumerate(st.run_cells[r]):
+                    if ce.cell == back[rec.index]:
+                        assert not st.run_valid[r, j]
+        for k, rec in enumerate(st.window):
+            if rec.index in back:  # preempted at this instant
+                for j, ce in enumerate(st.cells[k]):
+                    if ce.cell == back[rec.index]:
+                        assert not st.fits[k, j]
+        mask = env.action_masks()
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            break
+    assert seen > 0, "the episode never showed a job changed once at an instant"
