@@ -363,7 +363,8 @@ def build_decision_state(
         for i, cands in enumerate(arrays):
             back = origins.get(window[i].index)
             if back is not None and (j := cands.slot_of.get(back)) is not None:
-                fit_rows[i] = [*fit_rows[i][:j], False, *fit_rows[i][j + 1 :]]
+                fit_rows[i] = list(fit_rows[i])  # rows may share the all-False list
+                fit_rows[i][j] = False
     fit_rows += [none] * (k - len(fit_rows))
     running: list[JobRecord] = []
     run_cells: list[tuple[CellEstimate, ...]] = []

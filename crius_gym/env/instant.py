@@ -48,7 +48,8 @@ class InstantChanges:
             cell: the Cell it held just before this change (None: it was waiting); the first
                 change of the instant records it as the job's origin.
         """
-        if not self._counts[index] and cell is not None:
+        # With one change per instant a changed job is blocked outright: no origin is needed.
+        if self.limit > 1 and not self._counts[index] and cell is not None:
             self._origins[index] = cell
         self._counts[index] += 1
 
