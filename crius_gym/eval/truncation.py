@@ -2,12 +2,15 @@
 
 Expert iteration labels a decision by the cheapest of its actions when a trained network decides
 everything after it (:class:`~crius_gym.rl.network_rollouts.NetworkRollouts`). A rollout may stop
-``horizon_s`` simulated seconds after the decision, the rest valued by a list schedule; that is
-cheaper, and biased wherever the network would not schedule the way the list schedule does.
+``horizon_s`` simulated seconds after the decision, the rest valued by a tail (a list schedule,
+the list schedule with Crius's upgrades, or the rest at current speeds); that is cheaper, and
+biased wherever the network would not schedule the way the tail does.
 :func:`audit_truncation` runs the network (masked argmax) on held-out traces and, at every
 ``every``-th decision with a choice, values every valid action by full rollouts and by rollouts
 truncated at each horizon: the share of decisions whose best action is unchanged (the issue's
-measure of the truncation's bias), and the JCT the truncated label loses against the full one.
+measure of the truncation's bias), the share whose truncated label costs no more than the full
+one by full rollouts (ties: two actions whose rollouts end in the same schedule), and the JCT the
+truncated label loses against the full one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
-from crius_gym.rl.network_rollouts import NetworkRollouts
+from crius_gym.rl.network_rollouts import NetworkRollouts, TailKind
 from crius_gym.scenarios.spec import Scenario
 
 
@@ -39,9 +42,10 @@ class TruncationRow:
         full: the full rollouts' label (cheapest action).
         full_gain_s: Σ JCT the full label saves against the network's own action.
         full_s: wall time of the full rollouts of this decision.
-        truncated: horizon (s) → the truncated label.
-        lost_s: horizon → Σ JCT (by full rollouts) the truncated label loses against the full one.
-        truncated_s: horizon → wall time of the truncated rollouts.
+        truncated: (tail, horizon in s) → the truncated label.
+        lost_s: (tail, horizon) → Σ JCT (by full rollouts) the truncated label loses against
+            the full one.
+        truncated_s: (tail, horizon) → wall time of the truncated rollouts.
     """
 
     trace: str
@@ -52,9 +56,9 @@ class TruncationRow:
     full: int
     full_gain_s: float
     full_s: float
-    truncated: dict[float, int] = field(default_factory=dict)
-    lost_s: dict[float, float] = field(default_factory=dict)
-    truncated_s: dict[float, float] = field(default_factory=dict)
+    truncated: dict[tuple[str, float], int] = field(default_factory=dict)
+    lost_s: dict[tuple[str, float], float] = field(default_factory=dict)
+    truncated_s: dict[tuple[str, float], float] = field(default_factory=dict)
 
 
 def _cheapest(actions: Sequence[int], costs: Sequence[float], prefer: int) -> int:
@@ -70,6 +74,7 @@ def audit_truncation(
     traces: Sequence[int],
     every: int,
     horizons_s: Sequence[float],
+    tails: Sequence[TailKind] = ("list",),
 ) -> list[TruncationRow]:
     """Value sampled decisions of the network's own runs with full and truncated rollouts.
 
@@ -81,6 +86,7 @@ def audit_truncation(
         traces: indices of the split's traces.
         every: value one decision with a choice in this many.
         horizons_s: truncation horizons to compare with the full rollouts (simulated seconds).
+        tails: how the truncated rollouts value the rest; each with each horizon.
 
     Returns:
         One :class:`TruncationRow` per valued decision, in run order.
@@ -89,7 +95,7 @@ def audit_truncation(
         raise ValueError(f"every must be >= 1, got {every}")
     env = CriusEnv(scenario, dataclasses.replace(config, max_decisions=10**12))
     full = NetworkRollouts(model, None)
-    cut = {h: NetworkRollouts(model, h) for h in horizons_s}
+    cut = {(t, h): NetworkRollouts(model, h, tail=t) for t in tails for h in horizons_s}
     out: list[TruncationRow] = []
     for index in traces:
         obs, _ = env.reset(options={"split": split, "index": int(index)})
@@ -111,12 +117,12 @@ def audit_truncation(
                     row = TruncationRow(
                         name, decision, len(valid), own, best == wait, best, gain_s, full_s
                     )
-                    for h, rollouts in cut.items():
+                    for key, rollouts in cut.items():
                         t0 = time.perf_counter()
                         label = _cheapest(valid, rollouts.costs(env, valid), own)
-                        row.truncated_s[h] = time.perf_counter() - t0
-                        row.truncated[h] = label
-                        row.lost_s[h] = costs[valid.index(label)] - costs[valid.index(best)]
+                        row.truncated_s[key] = time.perf_counter() - t0
+                        row.truncated[key] = label
+                        row.lost_s[key] = costs[valid.index(label)] - costs[valid.index(best)]
                     out.append(row)
             obs, _, term, trunc, _ = env.step(own)
             if term or trunc:

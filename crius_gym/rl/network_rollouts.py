@@ -11,24 +11,37 @@ The branches of one decision are stepped **in lockstep**: at each step the obser
 branch still running go through the network as one batch (the masked argmax of the logits, the
 action :class:`~crius_gym.rl.agent.GreedyActor` takes), so k actions cost one forward pass per
 step, not k. A rollout may be **truncated** ``horizon_s`` simulated seconds after the decision
-(the same time for every branch, so their costs compare like for like); the rest is valued by a
-list schedule of the jobs still waiting on the GPUs as the running jobs free them
-(:func:`crius_gym.policies.lookahead.list_schedule_tail`). With a horizon that covers the
-episode the cost is the full rollout's (tested).
+(the same time for every branch, so their costs compare like for like); the rest is valued by
+one of the lookahead's tails (:mod:`crius_gym.policies.rollout_tails`): ``list`` (the jobs still
+waiting start in queue order as the running jobs free GPUs, nobody moves), ``upgrade`` (the list
+schedule plus Crius's upgrades of running jobs onto idle GPUs) or ``speed`` (the rest at current
+speeds, no queueing). With a horizon that covers the episode the cost is the full rollout's
+(tested).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
-from crius_gym.policies.lookahead import list_schedule_tail, rollout_cost_s
+from crius_gym.policies.lookahead import rollout_cost_s
+from crius_gym.policies.rollout_tails import (
+    Tail,
+    TailCells,
+    list_schedule_tail,
+    remaining_tail,
+    upgrade_schedule_tail,
+)
+from crius_gym.sim.simulator import Simulator
+
+TailKind = Literal["list", "upgrade", "speed"]
+TAILS: tuple[TailKind, ...] = ("list", "upgrade", "speed")
 
 
 @dataclass
@@ -58,16 +71,25 @@ class NetworkRollouts:
         horizon_s: truncate each rollout this many simulated seconds after the decision
             (None: to the end of the jobs present).
         tail_cells: Cells per waiting job the truncated rollouts' list schedule tries.
+        tail: how a truncated rollout values the rest (``list``, ``upgrade`` or ``speed``).
     """
 
     def __init__(
-        self, model: MaskablePPO, horizon_s: float | None = None, tail_cells: int = 3
+        self,
+        model: MaskablePPO,
+        horizon_s: float | None = None,
+        tail_cells: int = 3,
+        tail: TailKind = "list",
     ) -> None:
         if horizon_s is not None and not horizon_s > 0:
             raise ValueError(f"horizon_s must be > 0, got {horizon_s}")
+        if tail not in TAILS:
+            raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {tail!r}")
         self.policy = model.policy
         self.horizon_s = horizon_s
         self.tail_cells = tail_cells
+        self.tail: TailKind = tail
+        self._cells: tuple[Any, TailCells] | None = None  # (cluster, its Cells)
         self.stats = RolloutStats()
         space: Any = self.policy.observation_space
         self.keys = [k for k in space.spaces if k != "action_mask"]
@@ -121,8 +143,21 @@ class NetworkRollouts:
                 out.append(rollout_cost_s(sim, present))
             else:
                 self.stats.truncated += 1
-                out.append(rollout_cost_s(sim, present, list_schedule_tail(sim, self.tail_cells)))
+                out.append(rollout_cost_s(sim, present, self._tail(sim)))
         return out
 
+    def _tail(self, sim: Simulator) -> Tail:
+        """The rest of a truncated branch, valued by this rollout's tail."""
+        if self.tail == "speed":
+            return remaining_tail(sim)
+        if self.tail == "upgrade":
+            # The tuner's Cells are fixed for a cluster: cache them per cluster.
+            if self._cells is None or not (
+                self._cells[0] is sim.cluster or self._cells[0] == sim.cluster
+            ):
+                self._cells = (sim.cluster, TailCells(sim.snapshot()))
+            return upgrade_schedule_tail(sim, self.tail_cells, cache=self._cells[1])
+        return list_schedule_tail(sim, self.tail_cells)
 
-__all__ = ["NetworkRollouts", "RolloutStats"]
+
+__all__ = ["TAILS", "NetworkRollouts", "RolloutStats", "TailKind"]

@@ -53,6 +53,32 @@ def test_a_horizon_covering_the_episode_is_the_full_rollout(untrained):
     assert short.stats.truncated > 0 and all(np.isfinite(costs))
 
 
+@pytest.mark.parametrize("tail", ["list", "upgrade", "speed"])
+def test_every_tail_values_a_truncated_rollout_and_none_touches_a_full_one(untrained, tail):
+    model, cfg = untrained
+    env = _decision(cfg, 3)
+    valid = [int(a) for a in np.flatnonzero(env.action_masks())]
+    full = NetworkRollouts(model).costs(env, valid)
+    assert NetworkRollouts(model, horizon_s=1e12, tail=tail).costs(env, valid) == full
+    short = NetworkRollouts(model, horizon_s=1.0, tail=tail)
+    costs = short.costs(env, valid)
+    assert short.stats.truncated > 0 and all(np.isfinite(c) and c > 0 for c in costs)
+
+
+def test_the_speed_tail_never_exceeds_the_list_schedule(untrained):
+    """The speed tail starts waiting jobs at once on their best Cells; the list schedule queues."""
+    model, cfg = untrained
+    env = _decision(cfg, 3)
+    valid = [int(a) for a in np.flatnonzero(env.action_masks())]
+    by_tail = {
+        t: NetworkRollouts(model, horizon_s=1.0, tail=t).costs(env, valid)
+        for t in ("list", "speed")
+    }
+    assert all(s <= q + 1e-6 for s, q in zip(by_tail["speed"], by_tail["list"], strict=True))
+    with pytest.raises(ValueError, match="tail must be one of"):
+        NetworkRollouts(model, horizon_s=1.0, tail="nope")  # type: ignore[arg-type]
+
+
 def _vine(overrides, tmp_path=None):
     from crius_gym.rl.ppo import resolve_hyperparams as resolve
 
@@ -98,11 +124,14 @@ def test_the_truncation_audit_finds_no_change_when_the_horizon_covers_the_episod
     from crius_gym.scenarios import load_scenario
 
     model, cfg = untrained
-    rows = audit_truncation(model, cfg, load_scenario("tiny"), "val", [0], 2, [1e12, 1.0])
+    rows = audit_truncation(
+        model, cfg, load_scenario("tiny"), "val", [0], 2, [1e12, 1.0], ("list", "upgrade")
+    )
     assert rows
     for r in rows:
-        assert r.truncated[1e12] == r.full and r.lost_s[1e12] == 0.0
-        # Judged by full rollouts the full label is the cheapest, so nothing is negative.
-        assert r.lost_s[1.0] >= 0.0 and r.full_gain_s >= 0.0
+        for tail in ("list", "upgrade"):
+            assert r.truncated[tail, 1e12] == r.full and r.lost_s[tail, 1e12] == 0.0
+            # Judged by full rollouts the full label is the cheapest, so nothing is negative.
+            assert r.lost_s[tail, 1.0] >= 0.0 and r.full_gain_s >= 0.0
     # A one-second horizon values nearly everything by the list schedule: labels change.
-    assert any(r.truncated[1.0] != r.full for r in rows)
+    assert any(r.truncated["list", 1.0] != r.full for r in rows)
