@@ -65,11 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tails",
         nargs="+",
         choices=TAILS,
-        default=["list"],
+        default=["upgrade"],
         help="how a truncated rollout values the rest: list (waiting jobs start in queue order "
         "as GPUs free, nobody moves), upgrade (the list schedule with Crius's upgrades of "
         "running jobs onto idle GPUs), speed (the rest at current speeds, no queueing); each "
-        "tail with each horizon (default: list)",
+        "tail with each horizon (default: upgrade, the expert-iteration rollouts' tail)",
     )
     p.add_argument(
         "--out",
