@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.env.config import EnvConfig
 from crius_gym.rl.agent import GreedyActor
@@ -66,6 +68,7 @@ class AgentPolicy:
         cfg = EnvConfig(**{**meta["env_config"], "max_decisions": 10**12})
         self._env = CriusEnv(scenario, cfg)
         model, _ = load_policy(model_path, self._env, gym_id)
+        self.model = model
         margin, envelope = 0.0, None
         if deployment == "recorded":
             margin, envelope = recorded_deployment(model_path, meta)
@@ -116,9 +119,7 @@ class AgentPolicy:
             mask = env.action_masks()
             if not mask.any():
                 return actions
-            sim = env.sim
-            guide = env.guide_action() if self._gated else None
-            a = self._actor(obs, mask, guide, len(sim.waiting_indices), len(sim.active_indices))
+            a = self._choose(env, obs, mask)
             self.steps += 1
             action = env._decode(a)
             if action is None:  # WAIT
@@ -127,3 +128,9 @@ class AgentPolicy:
             obs, _, term, trunc, _ = env.step(a)
             if term or trunc or env.sim.now_s != now_s:
                 return actions  # nothing more to do at this instant
+
+    def _choose(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
+        """The env action the agent takes in ``env``'s present state."""
+        sim = env.sim
+        guide = env.guide_action() if self._gated else None
+        return self._actor(obs, mask, guide, len(sim.waiting_indices), len(sim.active_indices))

@@ -1,0 +1,142 @@
+"""The lookahead with a trained network as its rollout policy, in the env's action space.
+
+:class:`~crius_gym.policies.lookahead.LookaheadPolicy` rolls Crius forward on copies of the
+simulator; with a saved agent as its base (``experiments/lookahead.py --base-policy``) every
+decision of every rollout goes through a fresh env adopting a fork, which costs 0.4-0.9 s per
+decision (docs/lookahead.md). :class:`NetworkLookaheadPolicy` is the cheap path: the network
+proposes its ``top_k`` most likely valid actions (and waiting), each is valued by batched
+rollouts in lockstep in which the network decides the rest
+(:class:`~crius_gym.rl.network_rollouts.NetworkRollouts`, over the jobs already arrived, so no
+decision reads the trace's future), truncated ``horizon_s`` after the decision and the rest
+valued by the upgrade schedule, and the cheapest is taken. It is one step of policy improvement
+over the network (rollout-based policy improvement, Bertsekas; expert iteration's teacher when
+the network is the previous round's) and a scheduler in its own right behind the
+:class:`~crius_gym.sim.policy.Policy` boundary, like
+:class:`~crius_gym.rl.agent_policy.AgentPolicy`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from crius_gym.env.cluster_env import CriusEnv
+from crius_gym.rl.agent_policy import AgentPolicy
+from crius_gym.rl.network_rollouts import TAILS, NetworkRollouts, TailKind
+from crius_gym.scenarios import Scenario
+from crius_gym.sim.actions import Action
+from crius_gym.sim.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class NetworkLookaheadOptions:
+    """How the network lookahead chooses.
+
+    Attributes:
+        top_k: candidates: the network's ``top_k`` most likely valid actions (its own first).
+        wait: waiting is also a candidate wherever it is valid.
+        horizon_s: truncate each rollout this many simulated seconds after the decision
+            (None: to the end of the jobs present).
+        tail: how a truncated rollout values the rest (``upgrade``, ``list`` or ``speed``).
+        margin: relative cost improvement another candidate needs to replace the network's
+            own action (0: the cheapest is taken; ties keep the network's action).
+    """
+
+    top_k: int = 4
+    wait: bool = True
+    horizon_s: float | None = 7200.0
+    tail: TailKind = "upgrade"
+    margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.horizon_s is not None and not self.horizon_s > 0:
+            raise ValueError(f"horizon_s must be > 0 or None, got {self.horizon_s}")
+        if self.tail not in TAILS:
+            raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {self.tail!r}")
+        if not 0 <= self.margin < 1:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+
+
+@dataclass
+class NetworkLookaheadStats:
+    """What the lookahead did.
+
+    Attributes:
+        choices: env decisions with more than one candidate.
+        changed: of those, where it took another action than the network's own.
+        candidates: candidates valued in all.
+        seconds: wall time per :meth:`NetworkLookaheadPolicy.decide` call.
+    """
+
+    choices: int = 0
+    changed: int = 0
+    candidates: int = 0
+    seconds: list[float] | None = None
+
+
+class NetworkLookaheadPolicy(AgentPolicy):
+    """A saved agent improved by one step of lookahead with itself as the rollout policy.
+
+    Args:
+        path: the saved policy (a ``.zip`` or a folder holding ``model.zip``).
+        scenario: the scenario it runs on (its cluster must be the run's).
+        options: candidates, horizon and tail (:class:`NetworkLookaheadOptions`).
+        name: the label of its results (default: ``<policy folder>+look``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        scenario: Scenario,
+        options: NetworkLookaheadOptions | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(path, scenario, deployment="bare", name=name)
+        if name is None:
+            self.name += "+look"
+        self.options = options or NetworkLookaheadOptions()
+        opts = self.options
+        self.rollouts = NetworkRollouts(self.model, opts.horizon_s, tail=opts.tail)
+        self.stats = NetworkLookaheadStats(seconds=[])
+
+    def decide(self, snapshot: Snapshot) -> list[Action]:
+        """The actions at this decision point, each chosen by rollouts (timed)."""
+        t0 = time.perf_counter()
+        out = list(super().decide(snapshot))
+        assert self.stats.seconds is not None
+        self.stats.seconds.append(time.perf_counter() - t0)
+        return out
+
+    def candidates(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> list[int]:
+        """The actions valued at this state: the network's top valid ones, then waiting."""
+        logits = self.rollouts.logits([obs])[0]
+        valid = np.flatnonzero(mask)
+        ranked = valid[np.argsort(-logits[valid], kind="stable")]
+        out = [int(a) for a in ranked[: self.options.top_k]]
+        wait = len(mask) - 1  # the env's last action is WAIT
+        if self.options.wait and mask[wait] and wait not in out:
+            out.append(wait)
+        return out
+
+    def _choose(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
+        actions = self.candidates(obs, mask)
+        if len(actions) == 1:
+            return actions[0]
+        costs = self.rollouts.costs(env, actions)
+        self.stats.choices += 1
+        self.stats.candidates += len(actions)
+        own, own_cost = actions[0], costs[0]
+        best = min(range(len(actions)), key=lambda i: (costs[i], i))
+        if costs[best] < own_cost * (1.0 - self.options.margin) and best != 0:
+            self.stats.changed += 1
+            return actions[best]
+        return own
+
+
+__all__ = ["NetworkLookaheadOptions", "NetworkLookaheadPolicy", "NetworkLookaheadStats"]
