@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -112,6 +112,49 @@ class EnvLookahead(LookaheadPolicy):
 
 
 @dataclass
+class StateLabel:
+    """A teacher's label of one state.
+
+    Attributes:
+        action: the env action chosen (None: nothing the env can express was offered).
+        regret: what a wrong choice costs here: the mean over the other candidates of their
+            rollout cost above the chosen one's, relative to it (NaN: nothing compared).
+        costs: each compared candidate's rollout cost at its env action index, NaN elsewhere.
+        rollouts: rollouts run for it.
+    """
+
+    action: int | None
+    regret: float
+    costs: np.ndarray
+    rollouts: int
+
+
+class Teacher(Protocol):
+    """Labels the state of an env (its current decision), leaving the env as it was."""
+
+    def __call__(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> StateLabel:
+        """The label of ``env``'s current state (``obs``, ``mask``: its observation, mask)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LookaheadTeacher:
+    """The lookahead scheduler with Crius (the env's guide) as rollout policy, as a teacher.
+
+    Attributes:
+        options: the lookahead's settings.
+    """
+
+    options: LookaheadOptions
+
+    def __call__(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> StateLabel:
+        """The lookahead's best action among those the env can express (:class:`EnvLookahead`)."""
+        teacher = EnvLookahead(env, self.options)
+        action = teacher.label()
+        return StateLabel(action, teacher.regret, teacher.costs, teacher.stats.rollouts)
+
+
+@dataclass
 class LabelStats:
     """What a round of labelling did.
 
@@ -177,7 +220,7 @@ class LabelStats:
 def collect_dagger(
     env: CriusEnv,
     actor: GreedyActor,
-    options: LookaheadOptions,
+    options: LookaheadOptions | Teacher,
     episode_seeds: Sequence[int],
     beta: float,
     rng: np.random.Generator,
@@ -189,7 +232,8 @@ def collect_dagger(
     Args:
         env: a training env with a guide (its episodes are drawn by ``env.reset(seed=...)``).
         actor: the network's greedy actor (bare: no margin, no envelope).
-        options: the teacher's lookahead settings.
+        options: the teacher: the lookahead's settings (Crius as its rollout policy) or any
+            :class:`Teacher` (e.g. the network lookahead, expert iteration's teacher).
         episode_seeds: one episode per seed.
         beta: probability of executing the teacher's label instead of the network's action.
         rng: draws the β coin.
@@ -201,6 +245,7 @@ def collect_dagger(
     """
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must be in [0, 1], got {beta}")
+    teach: Teacher = LookaheadTeacher(options) if isinstance(options, LookaheadOptions) else options
     stats = LabelStats()
     rows: list[dict[str, np.ndarray]] = []
     masks: list[np.ndarray] = []
@@ -220,10 +265,10 @@ def collect_dagger(
             action = own
             if mask[:-1].any():
                 t = time.perf_counter()
-                teacher = EnvLookahead(env, options)
-                label = teacher.label()
+                taught = teach(env, obs, mask)
+                label = taught.action
                 stats.label_s += time.perf_counter() - t
-                stats.rollouts += teacher.stats.rollouts
+                stats.rollouts += taught.rollouts
                 if label is None:
                     stats.unlabelled += 1
                 else:
@@ -232,7 +277,7 @@ def collect_dagger(
                     stats.guide += int(label == env.guide_action())
                     stats.waiting_max = max(stats.waiting_max, int(info.get("waiting", 0)))
                     stats.running_max = max(stats.running_max, int(info.get("running", 0)))
-                    ep_rows.append((obs, mask, label, teacher.regret, teacher.costs))
+                    ep_rows.append((obs, mask, label, taught.regret, taught.costs))
                     ep_label_step.append(len(rewards))
                     if beta > 0 and rng.random() < beta:
                         action = label
@@ -331,6 +376,9 @@ def pool(parts: Sequence[Demonstrations]) -> Demonstrations:
 __all__ = [
     "EnvLookahead",
     "LabelStats",
+    "LookaheadTeacher",
+    "StateLabel",
+    "Teacher",
     "collect_dagger",
     "load_demonstrations",
     "pool",

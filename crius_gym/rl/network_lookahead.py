@@ -17,14 +17,18 @@ the network is the previous round's) and a scheduler in its own right behind the
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sb3_contrib import MaskablePPO
 
 from crius_gym.env.cluster_env import CriusEnv
 from crius_gym.rl.agent_policy import AgentPolicy
+from crius_gym.rl.dagger import StateLabel
 from crius_gym.rl.network_rollouts import TAILS, NetworkRollouts, TailKind
 from crius_gym.scenarios import Scenario
 from crius_gym.sim.actions import Action
@@ -43,6 +47,9 @@ class NetworkLookaheadOptions:
         tail: how a truncated rollout values the rest (``upgrade``, ``list`` or ``speed``).
         margin: relative cost improvement another candidate needs to replace the network's
             own action (0: the cheapest is taken; ties keep the network's action).
+        logit_gap: only actions within this many nats of the network's own action's logit are
+            candidates, waiting included (None: no gap): where the network is sure, nothing
+            is rolled out, which is most of the cost saved on a large cluster.
     """
 
     top_k: int = 4
@@ -50,6 +57,7 @@ class NetworkLookaheadOptions:
     horizon_s: float | None = 7200.0
     tail: TailKind = "upgrade"
     margin: float = 0.0
+    logit_gap: float | None = None
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -60,6 +68,40 @@ class NetworkLookaheadOptions:
             raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {self.tail!r}")
         if not 0 <= self.margin < 1:
             raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+        if self.logit_gap is not None and not self.logit_gap >= 0:
+            raise ValueError(f"logit_gap must be >= 0 or None, got {self.logit_gap}")
+
+
+def network_candidates(
+    logits: np.ndarray, mask: np.ndarray, options: NetworkLookaheadOptions
+) -> list[int]:
+    """The actions valued at a state: the network's top valid ones (its own first), waiting.
+
+    Args:
+        logits: the network's logits of the state's actions.
+        mask: the valid actions (the env's last action is WAIT).
+        options: ``top_k``, ``wait`` and ``logit_gap``.
+    """
+    valid = np.flatnonzero(mask)
+    ranked = valid[np.argsort(-logits[valid], kind="stable")]
+    out = [int(a) for a in ranked[: options.top_k]]
+    wait = len(mask) - 1
+    if options.wait and mask[wait] and wait not in out:
+        out.append(wait)
+    if options.logit_gap is not None:
+        floor = logits[out[0]] - options.logit_gap
+        out = [a for a in out if logits[a] >= floor]
+    return out
+
+
+def cheapest(actions: Sequence[int], costs: Sequence[float], margin: float = 0.0) -> int:
+    """The index of the action taken: the cheapest, ties to the earlier one.
+
+    The first action (the network's own) stays unless another is cheaper by more than
+    ``margin`` of its cost.
+    """
+    best = min(range(len(actions)), key=lambda i: (costs[i], i))
+    return best if costs[best] < costs[0] * (1.0 - margin) else 0
 
 
 @dataclass
@@ -113,30 +155,56 @@ class NetworkLookaheadPolicy(AgentPolicy):
         self.stats.seconds.append(time.perf_counter() - t0)
         return out
 
-    def candidates(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> list[int]:
-        """The actions valued at this state: the network's top valid ones, then waiting."""
-        logits = self.rollouts.logits([obs])[0]
-        valid = np.flatnonzero(mask)
-        ranked = valid[np.argsort(-logits[valid], kind="stable")]
-        out = [int(a) for a in ranked[: self.options.top_k]]
-        wait = len(mask) - 1  # the env's last action is WAIT
-        if self.options.wait and mask[wait] and wait not in out:
-            out.append(wait)
-        return out
-
     def _choose(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-        actions = self.candidates(obs, mask)
+        actions = network_candidates(self.rollouts.logits([obs])[0], mask, self.options)
         if len(actions) == 1:
             return actions[0]
         costs = self.rollouts.costs(env, actions)
         self.stats.choices += 1
         self.stats.candidates += len(actions)
-        own, own_cost = actions[0], costs[0]
-        best = min(range(len(actions)), key=lambda i: (costs[i], i))
-        if costs[best] < own_cost * (1.0 - self.options.margin) and best != 0:
-            self.stats.changed += 1
-            return actions[best]
-        return own
+        best = cheapest(actions, costs, self.options.margin)
+        self.stats.changed += int(best != 0)
+        return actions[best]
 
 
-__all__ = ["NetworkLookaheadOptions", "NetworkLookaheadPolicy", "NetworkLookaheadStats"]
+class NetworkTeacher:
+    """The network lookahead as DAgger's teacher: expert iteration's labels.
+
+    Labels a training env's state with the cheapest of the network's candidates by its own
+    truncated rollouts (:func:`network_candidates`, :func:`cheapest`), the rollouts holding
+    only the jobs already arrived. With the previous round's network as ``model`` a DAgger
+    round is a round of expert iteration (Anthony et al. 2017): the distilled policy labels the
+    next round through its lookahead.
+
+    Args:
+        model: the rollout policy (and the proposer of the candidates).
+        options: candidates, horizon, tail and margin.
+    """
+
+    def __init__(self, model: MaskablePPO, options: NetworkLookaheadOptions) -> None:
+        self.options = options
+        self.rollouts = NetworkRollouts(model, options.horizon_s, tail=options.tail)
+
+    def __call__(self, env: CriusEnv, obs: dict[str, np.ndarray], mask: np.ndarray) -> StateLabel:
+        """The label of ``env``'s current state; ``env`` is left as it was."""
+        costs = np.full(len(mask), np.nan, dtype=np.float32)
+        actions = network_candidates(self.rollouts.logits([obs])[0], mask, self.options)
+        if len(actions) == 1:
+            return StateLabel(actions[0], math.nan, costs, 0)
+        values = self.rollouts.costs(env, actions)
+        best = cheapest(actions, values, self.options.margin)
+        costs[actions] = values
+        chosen = values[best]
+        others = [c - chosen for i, c in enumerate(values) if i != best and math.isfinite(c)]
+        regret = sum(others) / len(others) / chosen if others and chosen > 0 else math.nan
+        return StateLabel(actions[best], regret, costs, len(actions))
+
+
+__all__ = [
+    "NetworkLookaheadOptions",
+    "NetworkLookaheadPolicy",
+    "NetworkLookaheadStats",
+    "NetworkTeacher",
+    "cheapest",
+    "network_candidates",
+]

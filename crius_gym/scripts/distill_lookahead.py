@@ -14,6 +14,12 @@ validation traces of every --val-scenarios scenario (mean over scenarios of the 
 to Crius); a round is kept when it beats the best kept one (the init counts as round −1) by more
 than --tolerance, and the best kept network drives the next round.
 
+With --teacher network the teacher is the network lookahead instead
+(`crius_gym/rl/network_lookahead.py`): the best kept network so far proposes its top actions
+and waiting, each rolled out with that network deciding the rest (truncated, the rest valued by
+the upgrade schedule), and the cheapest is the label; a round is then a round of expert
+iteration, the distilled policy labelling the next round through its own lookahead.
+
 Resumable: each round's labels (labels.npz), network (model.zip, metadata.yaml) and record
 (distill.yaml) are written as they finish; rerun the same command to go on. Writes
 --out/<name>/distill.md and distill.csv with the command and git revision; the policy folders
@@ -35,6 +41,7 @@ VAL_SCENARIOS = ["hetero-64", "crius-testbed", "crius-sim-1280-crowd"]
 CHUNK = 10
 """Episodes labelled between saves."""
 TEACHER_DEFAULTS = {"running_jobs": 4, "horizon_s": 3600.0}
+NETWORK_TEACHER_DEFAULTS = {"top_k": 4, "horizon_s": 28800.0}
 
 
 FRACTION = Number(float, 0.0, 1.0)
@@ -98,8 +105,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="teacher option (LookaheadOptions field; repeatable; defaults: running_jobs=4, "
-        "horizon_s=3600)",
+        help="teacher option (repeatable): a LookaheadOptions field (defaults: running_jobs=4, "
+        "horizon_s=3600), or with --teacher network a NetworkLookaheadOptions field (defaults: "
+        "top_k=4, horizon_s=28800)",
+    )
+    p.add_argument(
+        "--teacher",
+        dest="teacher_kind",
+        choices=["lookahead", "network"],
+        default="lookahead",
+        help="lookahead: crius-lookahead (Crius as the rollout policy; default); network: the "
+        "best kept network's own lookahead (expert iteration)",
     )
     p.add_argument(
         "--policy-kwargs",
@@ -149,7 +165,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _teacher_options(items: list[str]) -> Any:
+def _teacher_options(items: list[str], kind: str = "lookahead") -> Any:
+    if kind == "network":
+        from crius_gym.rl.network_lookahead import NetworkLookaheadOptions
+
+        given: dict[str, Any] = {**NETWORK_TEACHER_DEFAULTS, **key_values(items, "--set")}
+        try:
+            return NetworkLookaheadOptions(**given)
+        except (TypeError, ValueError) as exc:
+            raise SystemExit(f"--set: {exc}") from None
     from crius_gym.policies.lookahead import LookaheadOptions
 
     opts: dict[str, Any] = {**TEACHER_DEFAULTS, **key_values(items, "--set")}
@@ -187,18 +211,19 @@ def main(argv: list[str] | None = None) -> None:
         soft_targets,
         teacher_regret,
     )
+    from crius_gym.rl.network_lookahead import NetworkTeacher
     from crius_gym.rl.saved import load_policy, policy_file, read_metadata, write_metadata
     from crius_gym.scenarios import load_scenario
     from crius_gym.yamlfile import load_yaml_file
 
     prov = Provenance.capture()
-    teacher = _teacher_options(args.set)
+    teacher = _teacher_options(args.set, args.teacher_kind)
     folder = Path(args.out) / args.name
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / "distill.yaml"
     # More rounds may follow a finished run; every other setting must stay.
     # The teacher is compared by its resolved options, not by how --set spelt them.
-    settings = {k: v for k, v in vars(args).items() if k not in ("rounds", "set")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("rounds", "set", "teacher_kind")}
     if args.weights == "none":
         del settings["weights"]  # as runs from before the option recorded it
     if not args.soft_temperature:
@@ -206,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.env_set:
         del settings["env_set"]  # as runs from before the option recorded it
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
+    if args.teacher_kind == "network":  # runs of the lookahead teacher keep their records
+        settings["teacher"] = {"kind": "network", **settings["teacher"]}
     records: list[dict[str, Any]] = []
     if log_path.is_file():
         saved = load_yaml_file(log_path) or {}
@@ -283,7 +310,9 @@ def main(argv: list[str] | None = None) -> None:
                     got, stats = collect_dagger(
                         env,
                         GreedyActor(driver),
-                        teacher,
+                        teacher
+                        if args.teacher_kind == "lookahead"
+                        else NetworkTeacher(driver, teacher),
                         seeds,
                         beta,
                         np.random.default_rng([args.seed, k, c]),

@@ -372,3 +372,63 @@ def test_env_set_carries_the_inits_weights_to_a_network_for_the_new_spaces(
     )
     with pytest.raises(SystemExit, match="--env-set"):
         main([*argv[:-2], "--env-set", "no_such_setting=1", "--name", "d"])
+
+
+def test_the_network_teacher_labels_with_its_lookaheads_choice() -> None:
+    """The label is the cheapest of the network's candidates by its own rollouts."""
+    from crius_gym.rl.network_lookahead import (
+        NetworkLookaheadOptions,
+        NetworkTeacher,
+        cheapest,
+        network_candidates,
+    )
+    from crius_gym.rl.network_rollouts import NetworkRollouts
+
+    env = _env()
+    model, _ = load_policy(policy_file(REFERENCE), env)
+    options = NetworkLookaheadOptions(top_k=3, horizon_s=3600.0)
+    teacher = NetworkTeacher(model, options)
+    demos, stats = collect_dagger(
+        env, GreedyActor(model), teacher, [0], 1.0, np.random.default_rng(0)
+    )
+    assert stats.labels == len(demos) > 0 and stats.unlabelled == 0
+    assert all(demos.masks[i, a] for i, a in enumerate(demos.actions))
+    # Recomputed at a fresh state, the label is the rollouts' cheapest candidate.
+    env.reset(seed=1)
+    while not env.action_masks()[:-1].any():
+        env.step(int(np.flatnonzero(env.action_masks())[0]))
+    obs, mask = env.current_observation(), env.action_masks()
+    label = teacher(env, obs, mask)
+    rollouts = NetworkRollouts(model, 3600.0)
+    actions = network_candidates(rollouts.logits([obs])[0], mask, options)
+    costs = rollouts.costs(env, actions)
+    assert label.action == actions[cheapest(actions, costs)]
+    assert np.allclose(label.costs[actions], costs, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_an_expert_iteration_round_labels_with_the_distilled_policy_and_does_not_lose(
+    tmp_path: Path,
+) -> None:
+    """Issue 34: a round on tiny labelled by the network's lookahead is kept only if it wins."""
+    import yaml
+
+    from crius_gym.scripts.distill_lookahead import main
+
+    main([
+        "--name", "ei", "--init", str(REFERENCE), "--scenario", "tiny", "--rounds", "2",
+        "--episodes", "3", "--epochs", "2", "--val-scenarios", "tiny", "--val-traces", "2",
+        "--out", str(tmp_path), "--teacher", "network", "--set", "top_k=3",
+        "--set", "horizon_s=7200",
+    ])  # fmt: skip
+    log = yaml.safe_load((tmp_path / "ei" / "distill.yaml").read_text())
+    assert log["settings"]["teacher"]["kind"] == "network"
+    rounds = {r["round"]: r for r in log["rounds"]}
+    assert set(rounds) == {-1, 0, 1}
+    # Round 1 is labelled through the lookahead of the best network kept so far.
+    driver = rounds[1]["labelling"]["driver"]
+    best = max((r for r in (rounds[-1], rounds[0]) if r["kept"]), key=lambda r: r["round"])
+    assert Path(driver) == Path(best["policy"])
+    # The kept network never scores worse than the one before it (the keep rule).
+    kept = [r["score"] for r in sorted(rounds.values(), key=lambda r: r["round"]) if r["kept"]]
+    assert kept == sorted(kept, reverse=True)

@@ -39,6 +39,21 @@ def test_it_values_candidates_and_never_does_worse_than_its_rollouts_say() -> No
     assert len(look.stats.seconds or []) > 0
 
 
+def test_the_logit_gap_prunes_candidates_and_a_huge_one_prunes_none() -> None:
+    sc, tuner, trace = _trace()
+    runs = {}
+    for gap in (None, 1e9, 0.0):
+        policy = NetworkLookaheadPolicy(
+            REFERENCE, sc, NetworkLookaheadOptions(top_k=4, logit_gap=gap)
+        )
+        result = sc.make_simulator(tuner, None, None).run(trace, policy)
+        runs[gap] = ([j.finish_s for j in result.jobs], policy.stats)
+    assert runs[1e9][0] == runs[None][0]
+    assert runs[1e9][1].candidates == runs[None][1].candidates
+    # Only actions tied with the network's own in logits stay candidates at a zero gap.
+    assert runs[0.0][1].candidates < runs[None][1].candidates
+
+
 def test_its_decisions_do_not_read_the_traces_future() -> None:
     """Two traces equal up to a time: the decisions before it are the same."""
     sc, tuner, trace = _trace(16)
@@ -69,6 +84,7 @@ def test_its_decisions_do_not_read_the_traces_future() -> None:
         ("horizon_s", 0.0, "horizon_s"),
         ("tail", "nope", "tail"),
         ("margin", 1.0, "margin"),
+        ("logit_gap", -1.0, "logit_gap"),
     ],
 )
 def test_bad_options_are_refused(field: str, value: object, match: str) -> None:
