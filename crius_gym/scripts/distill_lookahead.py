@@ -139,6 +139,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "new spaces (saved as <run>/init, round -1) (default: none)",
     )
     p.add_argument(
+        "--prior-labels",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="labels of earlier runs (their round<k>/labels.npz, of the same env spaces) pooled "
+        "into every round's training set, so a round adds to what the network was taught "
+        "instead of replacing it (default: none)",
+    )
+    p.add_argument(
         "--val-scenarios",
         nargs="+",
         default=VAL_SCENARIOS,
@@ -230,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
         del settings["soft_temperature"]
     if not args.env_set:
         del settings["env_set"]  # as runs from before the option recorded it
+    if not args.prior_labels:
+        del settings["prior_labels"]
     settings["teacher"] = {k: v for k, v in teacher.__dict__.items()}
     if args.teacher_kind == "network":  # runs of the lookahead teacher keep their records
         settings["teacher"] = {"kind": "network", **settings["teacher"]}
@@ -282,7 +293,9 @@ def main(argv: list[str] | None = None) -> None:
         if rec["round"] >= 0 and rec["kept"]:
             best_path, best_score = Path(rec["policy"]), float(rec["score"])
 
-    parts: list[Demonstrations] = []
+    parts: list[Demonstrations] = [load_demonstrations(f) for f in args.prior_labels]
+    if parts:
+        print(f"pooling {sum(len(d) for d in parts)} prior labels into every round", flush=True)
     for k in range(args.rounds):
         rdir = folder / f"round{k}"
         rdir.mkdir(exist_ok=True)
