@@ -479,9 +479,23 @@ def main(argv: list[str] | None = None) -> None:
         "",
         prov.markdown(),
         "",
-        "Round −1 is the initial network. Labels: the lookahead's best expressible action at "
-        "every state with a choice (`crius_gym/rl/dagger.py`); score: mean over the validation "
-        "scenarios of the bare network's mean JCT ratio to Crius.",
+        "Round −1 is the initial network. Labels: "
+        + (
+            "the lookahead's best expressible action at every state with a choice "
+            "(`crius_gym/rl/dagger.py`)"
+            if args.teacher_kind == "lookahead"
+            else "the cheapest of the driving network's top actions and waiting at every "
+            "state with a choice, by rollouts in which that network decides the rest (its own "
+            "lookahead, `crius_gym/rl/network_lookahead.py`: expert iteration)"
+        )
+        + (
+            f"; {sum(len(d) for d in parts[: len(args.prior_labels)])} labels of earlier runs "
+            f"pooled into every round ({', '.join(args.prior_labels)})"
+            if args.prior_labels
+            else ""
+        )
+        + "; score: mean over the validation scenarios of the bare network's mean JCT ratio "
+        "to Crius.",
         "",
         table.to_markdown(index=False, floatfmt=".4g"),
         "",
