@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +118,7 @@ class NetworkLookaheadStats:
     choices: int = 0
     changed: int = 0
     candidates: int = 0
-    seconds: list[float] | None = None
+    seconds: list[float] = field(default_factory=list)
 
 
 class NetworkLookaheadPolicy(AgentPolicy):
@@ -145,13 +145,12 @@ class NetworkLookaheadPolicy(AgentPolicy):
         self.options = options or NetworkLookaheadOptions()
         opts = self.options
         self.rollouts = NetworkRollouts(self.model, opts.horizon_s, tail=opts.tail)
-        self.stats = NetworkLookaheadStats(seconds=[])
+        self.stats = NetworkLookaheadStats()
 
     def decide(self, snapshot: Snapshot) -> list[Action]:
         """The actions at this decision point, each chosen by rollouts (timed)."""
         t0 = time.perf_counter()
         out = list(super().decide(snapshot))
-        assert self.stats.seconds is not None
         self.stats.seconds.append(time.perf_counter() - t0)
         return out
 

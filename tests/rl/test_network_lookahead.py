@@ -36,7 +36,7 @@ def test_it_values_candidates_and_never_does_worse_than_its_rollouts_say() -> No
     look = NetworkLookaheadPolicy(REFERENCE, sc, NetworkLookaheadOptions(top_k=3, horizon_s=None))
     sc.make_simulator(tuner, None, None).run(trace, look)
     assert look.stats.choices > 0 and look.stats.candidates >= 2 * look.stats.choices
-    assert len(look.stats.seconds or []) > 0
+    assert len(look.stats.seconds) > 0
 
 
 def test_the_logit_gap_prunes_candidates_and_a_huge_one_prunes_none() -> None:
