@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crius_gym.atomic import atomic_path
+from crius_gym.atomic import atomic_path, atomic_write_text
 from crius_gym.cli import COUNT, key_values
+from crius_gym.eval.trace_sets import trace_set
 from crius_gym.policies.registry import make_policy
 from crius_gym.provenance import Provenance
 from crius_gym.rl.agent_policy import AgentPolicy
@@ -54,20 +55,6 @@ class _Timed:
         out = self.policy.decide(snapshot)
         self.seconds.append(time.perf_counter() - t0)
         return out
-
-
-def _traces(scenario: Any, which: str, max_traces: int | None) -> list[Any]:
-    traces: list[Any] = []
-    if which in ("test", "all"):
-        traces += list(scenario.held_out_traces("test"))[: max_traces or None]
-    if which == "val":
-        traces += list(scenario.held_out_traces("val"))[: max_traces or None]
-    if which in ("own", "all"):
-        try:
-            traces.append(scenario.own_trace())
-        except Exception as exc:  # no own trace, or the public data is absent
-            print(f"{scenario.name}: no own trace ({exc})", file=sys.stderr)
-    return traces
 
 
 def _row(name: str, trace: Any, label: str, result: Any, seconds: list[float]) -> dict[str, Any]:
@@ -109,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "(default: test)",
     )
     p.add_argument(
-        "--max-traces", type=COUNT, default=None, help="at most N synthetic traces per scenario"
+        "--max-traces", type=COUNT, default=None, help="at most the first N traces of each set"
     )
     p.add_argument(
         "--set",
@@ -163,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         scenario = load_scenario(name)
         options = NetworkLookaheadOptions(**{**common, **per.get(name, {})})
         options_of[name] = options
-        for trace in _traces(scenario, which[name], args.max_traces):
+        traces = trace_set(scenario, which[name], scenario.make_tuner(), max_traces=args.max_traces)
+        for trace in traces:
             runs: list[tuple[str, Any]] = [("crius", lambda: make_policy("crius"))]
             for path in args.policy:
                 label = Path(path).name if Path(path).is_dir() else Path(path).stem
@@ -246,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                     + f" | {h.options.iloc[0] if label.endswith('+look') else ''} |"
                 )
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(report) as tmp:
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(report, "\n".join(lines) + "\n")
     print(f"wrote {report} and {table}")
     return 0
 
